@@ -1,0 +1,93 @@
+"""Plain-array description of a cloth mesh, as exported from Blender (world space)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class ClothMesh:
+    """A polygon mesh with optional loose edges and pin weights.
+
+    ``polygon_vertices[polygon_offsets[p]:polygon_offsets[p + 1]]`` are the corners of
+    polygon ``p`` in Blender's loop order. ``edges`` are all mesh edges (Blender's edge
+    order), including loose ones. ``pin_weights`` are the raw vertex-group weights of the
+    cloth modifier's pin group (0 where a vertex is not in the group).
+    """
+
+    vertices: np.ndarray  # (N, 3) float64, world space, metres
+    polygon_vertices: np.ndarray  # (sum of polygon sizes,) int32
+    polygon_offsets: np.ndarray  # (P + 1,) int32
+    edges: np.ndarray  # (E, 2) int32
+    pin_weights: np.ndarray = field(default=None)  # (N,) float64 in [0, 1]
+
+    def __post_init__(self) -> None:
+        self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float64).reshape(-1, 3)
+        self.polygon_vertices = np.ascontiguousarray(self.polygon_vertices, dtype=np.int32).ravel()
+        self.polygon_offsets = np.ascontiguousarray(self.polygon_offsets, dtype=np.int32).ravel()
+        self.edges = np.ascontiguousarray(self.edges, dtype=np.int32).reshape(-1, 2)
+        if self.pin_weights is None:
+            self.pin_weights = np.zeros(len(self.vertices))
+        self.pin_weights = np.ascontiguousarray(self.pin_weights, dtype=np.float64).ravel()
+
+    @property
+    def vertex_count(self) -> int:
+        return len(self.vertices)
+
+    @property
+    def polygon_count(self) -> int:
+        return len(self.polygon_offsets) - 1
+
+    def polygons(self) -> list[np.ndarray]:
+        o = self.polygon_offsets
+        return [self.polygon_vertices[o[p] : o[p + 1]] for p in range(self.polygon_count)]
+
+    @classmethod
+    def from_polygons(
+        cls,
+        vertices: np.ndarray,
+        polygons: list[list[int]],
+        edges: np.ndarray | None = None,
+        pin_weights: np.ndarray | None = None,
+    ) -> ClothMesh:
+        """Build from a list of polygons; edges are derived from the polygons if not given
+        (in first-seen order, which differs from Blender's: export real edges from Blender
+        where the spring order matters)."""
+        offsets = np.zeros(len(polygons) + 1, dtype=np.int32)
+        offsets[1:] = np.cumsum([len(p) for p in polygons])
+        flat = np.concatenate([np.asarray(p, dtype=np.int32) for p in polygons]) if polygons else np.zeros(0, np.int32)
+        if edges is None:
+            seen: dict[tuple[int, int], int] = {}
+            for poly in polygons:
+                for a, b in zip(poly, list(poly[1:]) + [poly[0]]):
+                    key = (min(a, b), max(a, b))
+                    if key not in seen:
+                        seen[key] = len(seen)
+            edges = np.array(list(seen.keys()), dtype=np.int32).reshape(-1, 2)
+        return cls(vertices, flat, offsets, edges, pin_weights)
+
+
+def grid_mesh(
+    nx: int,
+    ny: int,
+    size_x: float = 1.0,
+    size_y: float = 1.0,
+    z: float = 0.0,
+    triangulate: bool = False,
+) -> ClothMesh:
+    """A regular grid in the XY plane centred on the origin, ``nx`` x ``ny`` vertices."""
+    xs = np.linspace(-size_x / 2, size_x / 2, nx)
+    ys = np.linspace(-size_y / 2, size_y / 2, ny)
+    verts = np.array([(x, y, z) for y in ys for x in xs], dtype=np.float64)
+    polys: list[list[int]] = []
+    for j in range(ny - 1):
+        for i in range(nx - 1):
+            a = j * nx + i
+            quad = [a, a + 1, a + 1 + nx, a + nx]
+            if triangulate:
+                polys += [[quad[0], quad[1], quad[2]], [quad[0], quad[2], quad[3]]]
+            else:
+                polys.append(quad)
+    return ClothMesh.from_polygons(verts, polys)

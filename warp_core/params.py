@@ -1,0 +1,84 @@
+"""Cloth material parameters, named after Blender's ``ClothSettings`` fields."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+# Fields that are continuous physical parameters (fit candidates), with Blender's hard
+# limits (RNA ``hard_min``/``hard_max``) as bounds.
+PARAMETER_BOUNDS: dict[str, tuple[float, float]] = {
+    "tension_stiffness": (0.0, 10000.0),
+    "compression_stiffness": (0.0, 10000.0),
+    "shear_stiffness": (0.0, 10000.0),
+    "bending_stiffness": (0.0, 10000.0),
+    "tension_damping": (0.0, 50.0),
+    "compression_damping": (0.0, 50.0),
+    "shear_damping": (0.0, 50.0),
+    "bending_damping": (0.0, 1000.0),
+    "air_damping": (0.0, 10.0),
+    "mass": (0.0, 3.4e38),
+    "pin_stiffness": (0.0, 50.0),
+    "goal_friction": (0.0, 50.0),
+}
+PARAMETER_NAMES: tuple[str, ...] = tuple(PARAMETER_BOUNDS)
+
+
+@dataclass
+class ClothParams:
+    """Blender cloth settings; defaults are Blender's."""
+
+    tension_stiffness: float = 15.0
+    compression_stiffness: float = 15.0
+    shear_stiffness: float = 5.0
+    bending_stiffness: float = 0.5
+    tension_damping: float = 5.0
+    compression_damping: float = 5.0
+    shear_damping: float = 5.0
+    bending_damping: float = 0.5
+    air_damping: float = 1.0
+    mass: float = 0.3
+    pin_stiffness: float = 1.0
+    goal_friction: float = 0.0
+    # not differentiable
+    quality: int = 5
+    time_scale: float = 1.0
+    bending_model: str = "ANGULAR"  # or "LINEAR"
+    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
+
+    def values(self) -> dict[str, float]:
+        """The continuous parameters as a dict (name -> value)."""
+        return {n: float(getattr(self, n)) for n in PARAMETER_NAMES}
+
+    def replace(self, **changes: float) -> ClothParams:
+        d = asdict(self)
+        unknown = set(changes) - set(d)
+        if unknown:
+            raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
+        d.update(changes)
+        return ClothParams(**d)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first out-of-range or non-finite value."""
+        import math
+
+        for name, (lo, hi) in PARAMETER_BOUNDS.items():
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
+            if v < lo or v > hi:
+                raise ValueError(f"{name} = {v} is outside Blender's range [{lo}, {hi}]")
+        if self.mass <= 0.0:
+            raise ValueError(f"mass must be > 0, got {self.mass}")
+        if not isinstance(self.quality, int) or self.quality < 1:
+            raise ValueError(f"quality must be an integer >= 1, got {self.quality!r}")
+        if not math.isfinite(self.time_scale) or self.time_scale <= 0.0:
+            raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
+        if self.bending_model not in ("ANGULAR", "LINEAR"):
+            raise ValueError(f"bending_model must be 'ANGULAR' or 'LINEAR', got {self.bending_model!r}")
+        if len(self.gravity) != 3 or not all(math.isfinite(g) for g in self.gravity):
+            raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
+
+
+CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(ClothParams) if f.name != "gravity"
+)
