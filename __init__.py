@@ -1,0 +1,2 @@
+from .addon import register as register
+from .addon import unregister as unregister
