@@ -1,0 +1,172 @@
+"""Reverse pass of a rollout, recorded on the caller's ``wp.Tape`` with ``record_func``.
+
+The forward keeps x and v at every substep start. Going backwards, each substep is
+recomputed under an inner tape with its CG iteration count frozen (one buffer set per CG
+iteration) and differentiated by Warp's autodiff: the exact gradient of what the
+truncated solver computes, with memory O(substeps * N) plus one substep's transient
+buffers.
+"""
+
+import numpy as np
+import warp as wp
+
+from .simulation import ClothSimulator, Rollout, SubstepBuffers
+
+
+def tape_bytes_per_vertex_substep(sim: ClothSimulator) -> int:
+    """Bytes the rollout keeps per vertex per substep for the backward pass (x and v)."""
+    scalar = 4 if sim.precision == "float32" else 8
+    return 2 * 3 * scalar
+
+
+def recompute_bytes(sim: ClothSimulator, cg_iterations: int) -> int:
+    """Transient bytes of one substep's recompute buffers (values and gradients)."""
+    scalar = 4 if sim.precision == "float32" else 8
+    n = sim.vertex_count
+    n_springs = len(sim.topology.spring_kind)
+    vec_arrays = 2 + 5 * cg_iterations + 3
+    mat_arrays_n = 3
+    mat_arrays_s = 3
+    per_copy = scalar * (3 * n * vec_arrays + 9 * n * mat_arrays_n + 9 * n_springs * mat_arrays_s)
+    return 2 * per_copy
+
+
+def _grow_buffers(sim: ClothSimulator, current: SubstepBuffers | None, iterations: int) -> SubstepBuffers:
+    if current is not None and current.cg_sets >= max(iterations, 1):
+        return current
+    return SubstepBuffers(
+        sim.vertex_count, len(sim.topology.spring_kind), max(iterations, 1), sim.dtype, sim.device, True
+    )
+
+
+def record_rollout_backward(
+    tape: wp.Tape,
+    sim: ClothSimulator,
+    rollout: Rollout,
+    goal: list[wp.array],
+    starts: np.ndarray,
+    h: float,
+    x0: wp.array | None,
+    v0: wp.array | None,
+) -> None:
+    n_sub = len(starts)
+    total = len(rollout.cg_iterations)
+    f0 = sim.start_frame
+    # output rows by the state index they copy (state s = after s substeps)
+    rows_at_state: dict[int, list[int]] = {}
+    for r, f in enumerate(rollout.frames):
+        rows_at_state.setdefault((f - f0) * n_sub, []).append(r)
+    user_params = sim.params
+    params_snapshot = wp.clone(user_params)
+    time_scale = sim.settings.time_scale
+    settings_snapshot = sim.settings
+
+    def backward() -> None:
+        d = sim.device
+        n = sim.vertex_count
+        vec3 = sim.vec3
+        out_grad = rollout.positions.grad
+        adj_x = wp.zeros(n, dtype=vec3, device=d)
+        adj_v = wp.zeros(n, dtype=vec3, device=d)
+        param_grad = wp.zeros_like(user_params.grad)
+        x_in = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
+        v_in = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
+        x_out = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
+        v_out = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
+        params_in = wp.clone(params_snapshot, requires_grad=True)
+        buf: SubstepBuffers | None = None
+        saved_settings = sim.settings
+        sim.settings = settings_snapshot
+        inner = wp.Tape()
+        try:
+            for s in range(total, 0, -1):
+                for r in rows_at_state.get(s, []):
+                    wp.launch(
+                        _accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]
+                    )
+                k = (s - 1) % n_sub
+                fi = (s - 1) // n_sub
+                iterations = int(rollout.cg_iterations[s - 1])
+                buf = _grow_buffers(sim, buf, iterations)
+                wp.copy(x_in, rollout.state_x[s - 1])
+                wp.copy(v_in, rollout.state_v[s - 1])
+                for p in buf.offdiag_product:
+                    p.zero_()
+                with inner:
+                    sim.launch_substep(
+                        buf,
+                        params_in,
+                        x_in,
+                        v_in,
+                        goal[fi],
+                        goal[fi + 1],
+                        k == 0,
+                        float(starts[k]) / time_scale,
+                        float(np.float32(starts[k] + np.float32(h))) / time_scale,
+                        h,
+                        x_out,
+                        v_out,
+                        frozen_count=iterations,
+                    )
+                inner.backward(grads={x_out: adj_x, v_out: adj_v})
+                wp.copy(adj_x, x_in.grad)
+                wp.copy(adj_v, v_in.grad)
+                wp.launch(
+                    _accumulate_scalar_kernel(sim.dtype),
+                    dim=params_in.shape[0],
+                    device=d,
+                    inputs=[params_in.grad],
+                    outputs=[param_grad],
+                )
+                inner.reset()
+            for r in rows_at_state.get(0, []):
+                wp.launch(
+                    _accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]
+                )
+        finally:
+            sim.settings = saved_settings
+        wp.launch(
+            _accumulate_scalar_kernel(sim.dtype),
+            dim=user_params.shape[0],
+            device=d,
+            inputs=[param_grad],
+            outputs=[user_params.grad],
+        )
+        if x0 is not None and x0.requires_grad:
+            wp.launch(_accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[adj_x], outputs=[x0.grad])
+        if v0 is not None and v0.requires_grad:
+            wp.launch(_accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[adj_v], outputs=[v0.grad])
+
+    arrays = [rollout.positions, user_params]
+    arrays += [a for a in (x0, v0) if a is not None and a.requires_grad]
+    tape.record_func(backward, arrays)
+
+
+_KERNELS: dict = {}
+
+
+def _accumulate_kernel(dtype):
+    key = ("vec", dtype)
+    if key not in _KERNELS:
+        vec3 = wp.types.vector(3, dtype)
+
+        @wp.kernel(module="unique")
+        def accumulate_vec3(src: wp.array(dtype=vec3), dst: wp.array(dtype=vec3)):
+            i = wp.tid()
+            dst[i] = dst[i] + src[i]
+
+        _KERNELS[key] = accumulate_vec3
+    return _KERNELS[key]
+
+
+def _accumulate_scalar_kernel(dtype):
+    key = ("scalar", dtype)
+    if key not in _KERNELS:
+
+        @wp.kernel(module="unique")
+        def accumulate_scalar(src: wp.array(dtype=dtype), dst: wp.array(dtype=dtype)):
+            i = wp.tid()
+            dst[i] = dst[i] + src[i]
+
+        _KERNELS[key] = accumulate_scalar
+    return _KERNELS[key]

@@ -1,0 +1,280 @@
+"""Force terms of Blender's cloth model as Warp kernels, one kernel per term.
+
+Every kernel exists for float32 and float64 (``force_kernels(wp.float64)``); all of them
+are differentiable by Warp's autodiff, which the adjoint relies on. Forces are in
+Blender's units: time in frames, so gravity is scaled by 1e-3.
+
+Parameters live in one array ``params`` indexed by ``PARAM_*`` (order of
+``params.PARAMETER_NAMES``), so one gradient array holds every parameter's derivative.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from .params import PARAMETER_NAMES
+
+P = {name: k for k, name in enumerate(PARAMETER_NAMES)}
+PARAM_TENSION = P["tension_stiffness"]
+PARAM_COMPRESSION = P["compression_stiffness"]
+PARAM_SHEAR = P["shear_stiffness"]
+PARAM_BENDING = P["bending_stiffness"]
+PARAM_TENSION_DAMPING = P["tension_damping"]
+PARAM_COMPRESSION_DAMPING = P["compression_damping"]
+PARAM_SHEAR_DAMPING = P["shear_damping"]
+PARAM_BENDING_DAMPING = P["bending_damping"]
+PARAM_AIR = P["air_damping"]
+PARAM_MASS = P["mass"]
+PARAM_PIN_STIFFNESS = P["pin_stiffness"]
+PARAM_GOAL_FRICTION = P["goal_friction"]
+
+
+@functools.cache
+def force_kernels(dtype) -> SimpleNamespace:
+    """Kernels for one scalar type (wp.float32 or wp.float64)."""
+    vec3 = wp.types.vector(3, dtype)
+    mat33 = wp.types.matrix((3, 3), dtype)
+
+    @wp.func
+    def hinge_normal(a: vec3, b: vec3, c: vec3):
+        # Blender's normal_tri_v3: normalize((a - b) x (b - c))
+        return wp.normalize(wp.cross(a - b, b - c))
+
+    @wp.func
+    def face_mean(
+        x: wp.array(dtype=vec3), face_vertices: wp.array(dtype=wp.int32), start: wp.int32, count: wp.int32
+    ):
+        s = vec3()
+        for k in range(count):
+            s = s + x[face_vertices[start + k]]
+        return s / dtype(count)
+
+    @wp.func
+    def hinge_angle(xi: vec3, xj: vec3, na: vec3, nb: vec3):
+        edge = wp.normalize(xi - xj)
+        return wp.atan2(wp.dot(wp.cross(na, nb), edge), wp.dot(na, nb))
+
+    @wp.func
+    def choi_ko_compression(length: dtype, rest: dtype, kb: dtype, cb: dtype):
+        # Blender's fbstar(): the larger of the Choi-Ko polynomial and the linear force
+        t = length / rest
+        fb = kb * (
+            dtype(-11.541) * t * t * t * t
+            + dtype(34.193) * t * t * t
+            - dtype(39.083) * t * t
+            + dtype(23.116) * t
+            - dtype(9.713)
+        )
+        lin = cb * (length - rest)
+        return wp.max(fb, lin)
+
+    @wp.func
+    def choi_ko_slope(length: dtype, rest: dtype, kb: dtype, cb: dtype):
+        # Blender's fbstar_jacobi (already negated)
+        t = length / rest
+        fb = kb * (
+            dtype(-11.541) * t * t * t * t
+            + dtype(34.193) * t * t * t
+            - dtype(39.083) * t * t
+            + dtype(23.116) * t
+            - dtype(9.713)
+        )
+        lin = cb * (length - rest)
+        slope = -cb
+        if fb >= lin:
+            slope = -kb * (
+                dtype(-46.164) * t * t * t + dtype(102.579) * t * t - dtype(78.166) * t + dtype(23.116)
+            )
+        return slope
+
+    @wp.kernel(module="unique")
+    def spring_rest_lengths(
+        x: wp.array(dtype=vec3),
+        spring_vertices: wp.array(dtype=wp.vec2i),
+        spring_rest_length: wp.array(dtype=dtype),
+    ):
+        s = wp.tid()
+        ij = spring_vertices[s]
+        # same expression as the runtime length, so springs at rest stay exactly at rest
+        spring_rest_length[s] = wp.length(x[ij[1]] - x[ij[0]])
+
+    @wp.kernel(module="unique")
+    def hinge_rest_angles(
+        x: wp.array(dtype=vec3),
+        hinge_vertices: wp.array(dtype=wp.vec2i),
+        hinge_face_a: wp.array(dtype=wp.vec2i),
+        hinge_face_b: wp.array(dtype=wp.vec2i),
+        hinge_face_vertices: wp.array(dtype=wp.int32),
+        hinge_rest_angle: wp.array(dtype=dtype),
+    ):
+        h = wp.tid()
+        i = hinge_vertices[h][0]
+        j = hinge_vertices[h][1]
+        fa = hinge_face_a[h]
+        fb = hinge_face_b[h]
+        na = hinge_normal(x[j], x[i], face_mean(x, hinge_face_vertices, fa[0], fa[1]))
+        nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
+        hinge_rest_angle[h] = hinge_angle(x[i], x[j], na, nb)
+
+    @wp.kernel(module="unique")
+    def vertex_forces(
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        goal_old: wp.array(dtype=vec3),
+        goal_new: wp.array(dtype=vec3),
+        goal_weight: wp.array(dtype=dtype),
+        params: wp.array(dtype=dtype),
+        gravity: vec3,
+        goal_time: dtype,
+        inv_avg_spring_length: dtype,
+        force: wp.array(dtype=vec3),
+        dfdx_diag: wp.array(dtype=mat33),
+        dfdv_diag: wp.array(dtype=mat33),
+    ):
+        """Gravity, soft goal (pin) springs and air drag: the per-vertex terms."""
+        i = wp.tid()
+        mass = params[PARAM_MASS]
+        f = mass * gravity * dtype(0.001)
+        jx = mat33()
+        jv = mat33()
+        w = goal_weight[i]
+        if w > dtype(0.0):
+            goal_x = goal_old[i] + (goal_new[i] - goal_old[i]) * goal_time
+            goal_v = goal_new[i] - goal_old[i]
+            extent = goal_x - x[i]
+            length = wp.length(extent)
+            if length > dtype(1.1920929e-07):
+                k = w * params[PARAM_PIN_STIFFNESS] * inv_avg_spring_length
+                c = params[PARAM_GOAL_FRICTION] * dtype(0.01)
+                d = extent / length
+                f = f + d * (k * length) + d * (c * wp.dot(goal_v - v[i], d))
+                jx = jx - k * wp.identity(3, dtype)
+                jv = jv - c * wp.outer(d, d)
+        drag = params[PARAM_AIR] * dtype(0.01)
+        f = f - drag * v[i]
+        jv = jv - drag * wp.identity(3, dtype)
+        force[i] = f
+        dfdx_diag[i] = jx
+        dfdv_diag[i] = jv
+
+    @wp.kernel(module="unique")
+    def angular_bending(
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        hinge_vertices: wp.array(dtype=wp.vec2i),
+        hinge_spring: wp.array(dtype=wp.int32),
+        hinge_face_a: wp.array(dtype=wp.vec2i),
+        hinge_face_b: wp.array(dtype=wp.vec2i),
+        hinge_face_vertices: wp.array(dtype=wp.int32),
+        hinge_rest_angle: wp.array(dtype=dtype),
+        spring_rest_length: wp.array(dtype=dtype),
+        params: wp.array(dtype=dtype),
+        force: wp.array(dtype=vec3),
+    ):
+        """Angular bending: an explicit force (no Jacobian), as in Blender."""
+        h = wp.tid()
+        i = hinge_vertices[h][0]
+        j = hinge_vertices[h][1]
+        fa = hinge_face_a[h]
+        fb = hinge_face_b[h]
+        na = hinge_normal(x[j], x[i], face_mean(x, hinge_face_vertices, fa[0], fa[1]))
+        nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
+        angle = hinge_angle(x[i], x[j], na, nb)
+        # damping acts on the face velocities relative to the hinge edge
+        v_edge = (v[i] + v[j]) * dtype(0.5)
+        va = face_mean(v, hinge_face_vertices, fa[0], fa[1]) - v_edge
+        vb = face_mean(v, hinge_face_vertices, fb[0], fb[1]) - v_edge
+        k = params[PARAM_BENDING] * spring_rest_length[hinge_spring[h]] * dtype(0.1)
+        f = k * (angle - hinge_rest_angle[h]) - params[PARAM_BENDING_DAMPING] * (
+            wp.dot(va, na) + wp.dot(vb, nb)
+        )
+        fa_vec = na * (f / dtype(fa[1]))
+        for k2 in range(fa[1]):
+            wp.atomic_add(force, hinge_face_vertices[fa[0] + k2], fa_vec)
+        fb_vec = nb * (f / dtype(fb[1]))
+        for k2 in range(fb[1]):
+            wp.atomic_add(force, hinge_face_vertices[fb[0] + k2], fb_vec)
+        fe = (na + nb) * (f * dtype(0.5))
+        wp.atomic_sub(force, i, fe)
+        wp.atomic_sub(force, j, fe)
+
+    @wp.kernel(module="unique")
+    def spring_forces(
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        spring_vertices: wp.array(dtype=wp.vec2i),
+        spring_kind: wp.array(dtype=wp.int32),
+        spring_rest_length: wp.array(dtype=dtype),
+        params: wp.array(dtype=dtype),
+        inv_avg_spring_length: dtype,
+        angular_model: wp.int32,
+        force: wp.array(dtype=vec3),
+        dfdx_diag: wp.array(dtype=mat33),
+        dfdv_diag: wp.array(dtype=mat33),
+        spring_dfdx: wp.array(dtype=mat33),
+        spring_dfdv: wp.array(dtype=mat33),
+    ):
+        """Structural, compression, shear and linear-bending springs with their Jacobians."""
+        s = wp.tid()
+        i = spring_vertices[s][0]
+        j = spring_vertices[s][1]
+        extent = x[j] - x[i]
+        vel = v[j] - v[i]
+        length = wp.length(extent)
+        rest = spring_rest_length[s]
+        d = vec3()
+        if length > dtype(1.1920929e-07):
+            d = extent / length
+        kind = spring_kind[s]
+        f = vec3()
+        jx = mat33()
+        jv = mat33()
+        active = 0
+        damping = dtype(0.0)
+        if kind == 2:  # LINEAR bending: compression only, no damping term
+            if length < rest:
+                kb = params[PARAM_BENDING] * inv_avg_spring_length / dtype(20.0)
+                cb = kb * params[PARAM_BENDING_DAMPING]
+                f = d * choi_ko_compression(length, rest, kb, cb)
+                jx = wp.outer(d, d) * choi_ko_slope(length, rest, kb, cb)
+                active = 1
+        else:
+            k = params[PARAM_TENSION] * inv_avg_spring_length
+            damping = params[PARAM_TENSION_DAMPING]
+            if kind == 1:
+                k = params[PARAM_SHEAR] * inv_avg_spring_length
+                damping = params[PARAM_SHEAR_DAMPING]
+            if length >= rest and length > dtype(0.0):
+                f = d * (k * (length - rest))
+                # Blender's dfdx_spring: k ((I - d d^T) L/l - I)
+                jx = k * ((wp.identity(3, dtype) - wp.outer(d, d)) * (rest / length) - wp.identity(3, dtype))
+                active = 1
+            elif kind == 0 and angular_model != 0:
+                kc = params[PARAM_COMPRESSION] * inv_avg_spring_length
+                damping = params[PARAM_COMPRESSION_DAMPING]
+                f = d * choi_ko_compression(length, rest, kc, kc)
+                jx = wp.outer(d, d) * choi_ko_slope(length, rest, kc, kc)
+                active = 1
+            if active == 1:
+                f = f + d * (damping * wp.dot(vel, d))
+                jv = -damping * wp.outer(d, d)
+        spring_dfdx[s] = jx
+        spring_dfdv[s] = jv
+        if active == 1:
+            wp.atomic_add(force, i, f)
+            wp.atomic_sub(force, j, f)
+            wp.atomic_add(dfdx_diag, i, jx)
+            wp.atomic_add(dfdx_diag, j, jx)
+            wp.atomic_add(dfdv_diag, i, jv)
+            wp.atomic_add(dfdv_diag, j, jv)
+
+    return SimpleNamespace(
+        vec3=vec3,
+        mat33=mat33,
+        spring_rest_lengths=spring_rest_lengths,
+        hinge_rest_angles=hinge_rest_angles,
+        vertex_forces=vertex_forces,
+        angular_bending=angular_bending,
+        spring_forces=spring_forces,
+    )

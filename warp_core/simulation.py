@@ -1,0 +1,492 @@
+"""``ClothSimulator``: Blender's cloth modifier on a mesh, as Warp arrays, with rollouts.
+
+A rollout starts at the cache start frame from the mesh (or a given state) and runs one
+step of ``quality`` substeps per frame. Inside ``with wp.Tape():`` it records its own
+backward pass (see ``adjoint.py``), so losses written as Warp kernels on the returned
+positions get exact gradients for every parameter, the initial positions and velocities.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import warp as wp
+
+from .integrators import CG_MAX_ITERATIONS, CG_TOLERANCE, solver_kernels, substep_schedule
+from .mesh import ClothMesh
+from .params import PARAMETER_NAMES, ClothParams
+from .topology import build_topology
+
+DTYPES = {"float32": wp.float32, "float64": wp.float64}
+
+
+@contextlib.contextmanager
+def suspended_tape():
+    """Run launches without recording them on the caller's tape (we record our own backward)."""
+    runtime = wp._src.context.runtime
+    tape = runtime.tape
+    runtime.tape = None
+    try:
+        yield tape
+    finally:
+        runtime.tape = tape
+
+
+class SubstepBuffers:
+    """Work arrays of one substep; ``cg_sets`` buffer sets for CG iterations."""
+
+    def __init__(self, n: int, n_springs: int, cg_sets: int, dtype, device: str, requires_grad: bool) -> None:
+        fk = solver_kernels(dtype).forces
+        vec3, mat33 = fk.vec3, fk.mat33
+
+        def vec(count: int = n):
+            return wp.zeros(count, dtype=vec3, device=device, requires_grad=requires_grad)
+
+        def mat(count: int):
+            return wp.zeros(count, dtype=mat33, device=device, requires_grad=requires_grad)
+
+        self.v_start = vec()
+        self.force = vec()
+        self.dfdx_diag = mat(n)
+        self.dfdv_diag = mat(n)
+        self.spring_dfdx = mat(n_springs)
+        self.spring_dfdv = mat(n_springs)
+        self.system_diag = mat(n)
+        self.system_offdiag = mat(n_springs)
+        self.rhs = vec()
+        self.delta = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad)
+        self.curvature = wp.zeros(
+            CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad
+        )
+        self.active = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=wp.int32, device=device)
+        self.dv = [vec() for _ in range(cg_sets + 1)]
+        self.residual = [vec() for _ in range(cg_sets + 1)]
+        self.direction = [vec() for _ in range(cg_sets + 1)]
+        self.offdiag_product = [vec() for _ in range(cg_sets)]
+        self.product = [vec() for _ in range(cg_sets)]
+        self.cg_sets = cg_sets
+        # without gradients two buffer sets alternate; with them each iteration keeps its own
+        self.ping_pong = not requires_grad
+
+
+@dataclass
+class Rollout:
+    """Positions at the requested frames, shape (frames, N) of vec3, and solver statistics."""
+
+    frames: list[int]
+    positions: wp.array
+    cg_iterations: np.ndarray  # per substep
+    substeps_per_frame: int
+    state_x: wp.array | None = None  # (substeps + 1, N) when a backward pass may follow
+    state_v: wp.array | None = None
+    extras: dict = field(default_factory=dict)
+
+    def numpy(self) -> np.ndarray:
+        return self.positions.numpy().astype(np.float64)
+
+
+class ClothSimulator:
+    """Blender's cloth model for one mesh on one Warp device.
+
+    ``params`` is a Warp array of the continuous parameters in ``PARAMETER_NAMES`` order
+    (requires_grad): read ``params.grad`` after ``tape.backward``.
+    """
+
+    def __init__(
+        self,
+        mesh: ClothMesh,
+        params: ClothParams | None = None,
+        device: str = "cpu",
+        precision: str = "float32",
+        start_frame: int = 1,
+    ) -> None:
+        params = params or ClothParams()
+        params.validate()
+        if precision not in DTYPES:
+            raise ValueError(f"precision must be one of {sorted(DTYPES)}, got {precision!r}")
+        self.mesh = mesh
+        self.device = str(wp.get_device(device))
+        self.precision = precision
+        self.dtype = DTYPES[precision]
+        self.start_frame = int(start_frame)
+        self.settings = params
+        self.topology = top = build_topology(mesh, params.bending_model)
+        self.kernels = solver_kernels(self.dtype)
+        fk = self.kernels.forces
+        self.vec3 = fk.vec3
+        np_float = np.float32 if precision == "float32" else np.float64
+        self._np_float = np_float
+        d = self.device
+        n = mesh.vertex_count
+        self.vertex_count = n
+        self.rest_positions = wp.array(mesh.vertices.astype(np_float), dtype=fk.vec3, device=d)
+        self.spring_vertices = wp.array(top.spring_vertices, dtype=wp.vec2i, device=d)
+        self.spring_kind = wp.array(top.spring_kind, dtype=wp.int32, device=d)
+        self.hinge_vertices = wp.array(top.hinge_vertices, dtype=wp.vec2i, device=d)
+        self.hinge_spring = wp.array(top.hinge_spring, dtype=wp.int32, device=d)
+        self.hinge_face_a = wp.array(top.hinge_face_a, dtype=wp.vec2i, device=d)
+        self.hinge_face_b = wp.array(top.hinge_face_b, dtype=wp.vec2i, device=d)
+        self.hinge_face_vertices = wp.array(top.hinge_face_vertices, dtype=wp.int32, device=d)
+        self.pinned = wp.array(top.pinned, dtype=wp.int32, device=d)
+        self.goal_weight = wp.array(top.goal_weight.astype(np_float), dtype=self.dtype, device=d)
+        self.spring_rest_length = wp.zeros(len(top.spring_kind), dtype=self.dtype, device=d)
+        self.hinge_rest_angle = wp.zeros(len(top.hinge_spring), dtype=self.dtype, device=d)
+        with suspended_tape():
+            wp.launch(
+                fk.spring_rest_lengths,
+                dim=len(top.spring_kind),
+                device=d,
+                inputs=[self.rest_positions, self.spring_vertices],
+                outputs=[self.spring_rest_length],
+            )
+            if len(top.hinge_spring):
+                wp.launch(
+                    fk.hinge_rest_angles,
+                    dim=len(top.hinge_spring),
+                    device=d,
+                    inputs=[
+                        self.rest_positions,
+                        self.hinge_vertices,
+                        self.hinge_face_a,
+                        self.hinge_face_b,
+                        self.hinge_face_vertices,
+                    ],
+                    outputs=[self.hinge_rest_angle],
+                )
+        rest = self.spring_rest_length.numpy().astype(np.float64)
+        structural = top.structural_mask
+        self.avg_spring_length = float(rest[structural].mean()) if structural.any() else 1.0
+        self.params = wp.array(
+            np.array([params.values()[k] for k in PARAMETER_NAMES], dtype=np_float),
+            dtype=self.dtype,
+            device=d,
+            requires_grad=True,
+        )
+        self._forward_buffers: SubstepBuffers | None = None
+
+    # ---------------------------------------------------------------- parameters
+    def set_params(self, values: ClothParams | dict[str, float]) -> None:
+        """Set parameters: a ClothParams (quality, time scale and gravity too), or a dict of
+        some continuous parameters."""
+        if isinstance(values, ClothParams):
+            values.validate()
+            if values.bending_model != self.settings.bending_model:
+                raise ValueError("bending_model changes the springs: build a new ClothSimulator")
+            self.settings = values
+            values = values.values()
+        unknown = set(values) - set(PARAMETER_NAMES)
+        if unknown:
+            raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
+        settings = self.settings.replace(**{k: float(v) for k, v in values.items()})
+        settings.validate()
+        self.settings = settings
+        current = settings.values()
+        self.params.assign(np.array([current[k] for k in PARAMETER_NAMES], dtype=self._np_float))
+
+    def param_values(self) -> dict[str, float]:
+        return dict(zip(PARAMETER_NAMES, self.params.numpy().astype(float), strict=True))
+
+    # ---------------------------------------------------------------- one substep
+    def launch_substep(
+        self,
+        buf: SubstepBuffers,
+        params: wp.array,
+        x: wp.array,
+        v: wp.array,
+        goal_old: wp.array,
+        goal_new: wp.array,
+        frame_start: bool,
+        goal_time: float,
+        pin_time: float,
+        h: float,
+        x_out: wp.array,
+        v_out: wp.array,
+        frozen_count: int = -1,
+        check_every: int = 1,
+    ) -> int:
+        """Launch one substep. With ``frozen_count >= 0`` run exactly that many CG
+        iterations (no host checks); otherwise stop on Blender's criterion. Returns the
+        number of CG iteration launches (including masked ones)."""
+        k_ = self.kernels
+        fk = k_.forces
+        d = self.device
+        n = self.vertex_count
+        n_springs = len(self.topology.spring_kind)
+        n_hinges = len(self.topology.hinge_spring)
+        dt = self.dtype
+        inv_len = dt(1.0 / self.avg_spring_length)
+        if frame_start:
+            wp.launch(
+                k_.pin_velocities,
+                dim=n,
+                device=d,
+                inputs=[v, self.pinned, goal_old, goal_new, dt(1.0 / self.settings.time_scale)],
+                outputs=[buf.v_start],
+            )
+            v = buf.v_start
+        gravity = fk.vec3(*[float(g) for g in self.settings.gravity])
+        wp.launch(
+            fk.vertex_forces,
+            dim=n,
+            device=d,
+            inputs=[x, v, goal_old, goal_new, self.goal_weight, params, gravity, dt(goal_time), inv_len],
+            outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag],
+        )
+        if n_hinges:
+            wp.launch(
+                fk.angular_bending,
+                dim=n_hinges,
+                device=d,
+                inputs=[
+                    x,
+                    v,
+                    self.hinge_vertices,
+                    self.hinge_spring,
+                    self.hinge_face_a,
+                    self.hinge_face_b,
+                    self.hinge_face_vertices,
+                    self.hinge_rest_angle,
+                    self.spring_rest_length,
+                    params,
+                ],
+                outputs=[buf.force],
+            )
+        angular = 1 if self.settings.bending_model == "ANGULAR" else 0
+        wp.launch(
+            fk.spring_forces,
+            dim=n_springs,
+            device=d,
+            inputs=[
+                x,
+                v,
+                self.spring_vertices,
+                self.spring_kind,
+                self.spring_rest_length,
+                params,
+                inv_len,
+                angular,
+            ],
+            outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag, buf.spring_dfdx, buf.spring_dfdv],
+        )
+        hh = dt(h)
+        wp.launch(
+            k_.assemble_vertices,
+            dim=n,
+            device=d,
+            inputs=[v, buf.force, buf.dfdx_diag, buf.dfdv_diag, params, hh],
+            outputs=[buf.system_diag, buf.rhs],
+        )
+        wp.launch(
+            k_.assemble_springs,
+            dim=n_springs,
+            device=d,
+            inputs=[v, self.spring_vertices, buf.spring_dfdx, buf.spring_dfdv, hh],
+            outputs=[buf.system_offdiag, buf.rhs],
+        )
+        buf.delta.zero_()
+        buf.curvature.zero_()
+        buf.active.zero_()
+        wp.launch(
+            k_.cg_init,
+            dim=n,
+            device=d,
+            inputs=[buf.rhs, self.pinned],
+            outputs=[buf.residual[0], buf.direction[0], buf.dv[0], buf.delta],
+        )
+        wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, frozen_count], outputs=[buf.active])
+        iterations = frozen_count if frozen_count >= 0 else CG_MAX_ITERATIONS
+        ping_pong = buf.ping_pong
+        tol = dt(CG_TOLERANCE)
+        launched = 0
+        for k in range(iterations):
+            a = k % 2 if ping_pong else k
+            b = (k + 1) % 2 if ping_pong else k + 1
+            buf.offdiag_product[a].zero_()
+            wp.launch(
+                k_.matvec_springs,
+                dim=n_springs,
+                device=d,
+                inputs=[buf.system_offdiag, self.spring_vertices, buf.direction[a]],
+                outputs=[buf.offdiag_product[a]],
+            )
+            wp.launch(
+                k_.matvec_vertices,
+                dim=n,
+                device=d,
+                inputs=[buf.system_diag, buf.direction[a], buf.offdiag_product[a], self.pinned, k],
+                outputs=[buf.product[a], buf.curvature],
+            )
+            wp.launch(
+                k_.cg_update,
+                dim=n,
+                device=d,
+                inputs=[
+                    buf.dv[a],
+                    buf.residual[a],
+                    buf.direction[a],
+                    buf.product[a],
+                    buf.curvature,
+                    buf.active,
+                    k,
+                ],
+                outputs=[buf.dv[b], buf.residual[b], buf.delta],
+            )
+            wp.launch(
+                k_.cg_direction,
+                dim=n,
+                device=d,
+                inputs=[
+                    buf.residual[b],
+                    buf.direction[a],
+                    buf.delta,
+                    self.pinned,
+                    k,
+                    frozen_count,
+                    CG_MAX_ITERATIONS,
+                    tol,
+                    buf.active,
+                ],
+                outputs=[buf.direction[b]],
+            )
+            launched = k + 1
+            if frozen_count < 0 and (launched % check_every == 0) and not int(buf.active.numpy()[launched]):
+                break
+        final = launched % 2 if ping_pong else launched
+        wp.launch(
+            k_.finish_substep,
+            dim=n,
+            device=d,
+            inputs=[x, v, buf.dv[final], self.pinned, goal_old, goal_new, dt(pin_time), hh],
+            outputs=[x_out, v_out],
+        )
+        return launched
+
+    # ---------------------------------------------------------------- rollout
+    def goal_arrays(self, goals: np.ndarray | None, n_frames: int) -> list[wp.array]:
+        """Per-frame pin goal positions (frames 0..n_frames after the start), on the device."""
+        if goals is None:
+            return [self.rest_positions] * (n_frames + 1)
+        goals = np.asarray(goals, dtype=np.float64)
+        if goals.shape[1:] != (self.vertex_count, 3) or len(goals) < n_frames + 1:
+            raise ValueError(
+                f"pin goals must have shape (>= {n_frames + 1}, {self.vertex_count}, 3), got {goals.shape}"
+            )
+        if not np.isfinite(goals).all():
+            raise ValueError("pin goal positions contain NaN or infinite values")
+        return [
+            wp.array(g.astype(self._np_float), dtype=self.vec3, device=self.device)
+            for g in goals[: n_frames + 1]
+        ]
+
+    def rollout(
+        self,
+        frame_end: int,
+        output_frames: list[int] | None = None,
+        goals: np.ndarray | None = None,
+        x0: wp.array | None = None,
+        v0: wp.array | None = None,
+        frozen_iterations: np.ndarray | None = None,
+        keep_states: bool | None = None,
+        check_every: int | None = None,
+    ) -> Rollout:
+        """Simulate from ``start_frame`` to ``frame_end``; positions at ``output_frames``
+        (default: every frame). ``goals[f - start_frame]`` are the pin goals (mesh input
+        positions) of each frame; default the rest positions. Inside an active ``wp.Tape``
+        the backward pass is recorded on it."""
+        f0 = self.start_frame
+        if frame_end < f0:
+            raise ValueError(f"frame_end {frame_end} is before the start frame {f0}")
+        frames = list(range(f0, frame_end + 1)) if output_frames is None else [int(f) for f in output_frames]
+        bad = [f for f in frames if f < f0 or f > frame_end]
+        if bad:
+            raise ValueError(f"output frames {bad[:5]} are outside [{f0}, {frame_end}]")
+        n_frames = frame_end - f0
+        h, starts = substep_schedule(self.settings.quality, self.settings.time_scale)
+        n_sub = len(starts)
+        total = n_frames * n_sub
+        d = self.device
+        n = self.vertex_count
+        goal = self.goal_arrays(goals, n_frames)
+        if check_every is None:
+            check_every = 1 if wp.get_device(d).is_cpu else 8
+
+        with suspended_tape() as tape:
+            if keep_states is None:
+                keep_states = tape is not None
+            x_init = self.rest_positions if x0 is None else x0
+            v_init = wp.zeros(n, dtype=self.vec3, device=d) if v0 is None else v0
+            positions = wp.zeros((len(frames), n), dtype=self.vec3, device=d, requires_grad=tape is not None)
+            counts = wp.zeros(max(total, 1), dtype=wp.int32, device=d)
+            if keep_states:
+                state_x = wp.zeros((total + 1, n), dtype=self.vec3, device=d)
+                state_v = wp.zeros((total + 1, n), dtype=self.vec3, device=d)
+                wp.copy(state_x[0], x_init)
+                wp.copy(state_v[0], v_init)
+                states = None
+            else:
+                state_x = state_v = None
+                states = [
+                    (wp.clone(x_init), wp.clone(v_init)),
+                    (wp.zeros(n, dtype=self.vec3, device=d), wp.zeros(n, dtype=self.vec3, device=d)),
+                ]
+            if self._forward_buffers is None:
+                self._forward_buffers = SubstepBuffers(
+                    n, len(self.topology.spring_kind), 2, self.dtype, d, False
+                )
+            buf = self._forward_buffers
+            out_row = {f: r for r, f in enumerate(frames)}
+
+            def write_output(frame: int, x_now: wp.array) -> None:
+                for r, f in enumerate(frames):
+                    if f == frame:
+                        wp.copy(positions[r], x_now)
+
+            write_output(f0, x_init)
+            s = 0
+            for fi in range(n_frames):
+                for k, start in enumerate(starts):
+                    if keep_states:
+                        x, v, x_next, v_next = state_x[s], state_v[s], state_x[s + 1], state_v[s + 1]
+                    else:
+                        (x, v), (x_next, v_next) = states[s % 2], states[(s + 1) % 2]
+                    frozen = -1 if frozen_iterations is None else int(frozen_iterations[s])
+                    self.launch_substep(
+                        buf,
+                        self.params,
+                        x,
+                        v,
+                        goal[fi],
+                        goal[fi + 1],
+                        k == 0,
+                        float(start) / self.settings.time_scale,
+                        float(np.float32(start + np.float32(h))) / self.settings.time_scale,
+                        h,
+                        x_next,
+                        v_next,
+                        frozen_count=frozen,
+                        check_every=check_every,
+                    )
+                    wp.launch(
+                        self.kernels.count_iterations,
+                        dim=1,
+                        device=d,
+                        inputs=[buf.active, s],
+                        outputs=[counts],
+                    )
+                    s += 1
+                write_output(f0 + fi + 1, x_next)
+            del out_row
+            result = Rollout(frames, positions, counts.numpy()[:total].copy(), n_sub, state_x, state_v)
+            if tape is not None:
+                from .adjoint import record_rollout_backward
+
+                record_rollout_backward(tape, self, result, goal, starts, h, x0, v0)
+        return result
+
+    def simulate(
+        self, frame_end: int, output_frames: list[int] | None = None, goals: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Forward only: positions (frames, N, 3) as float64 numpy."""
+        return self.rollout(frame_end, output_frames, goals, keep_states=False).numpy()
