@@ -230,7 +230,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         f = vec3()
         jx = mat33()
         jv = mat33()
-        active = 0
+        active = int(0)  # noqa: UP018 (a dynamic Warp variable)
         damping = dtype(0.0)
         if kind == 2:  # LINEAR bending: compression only, no damping term
             if length < rest:

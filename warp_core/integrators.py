@@ -123,7 +123,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
 
     @wp.kernel(module="unique")
     def cg_start(delta: wp.array(dtype=dtype), frozen_count: wp.int32, active: wp.array(dtype=wp.int32)):
-        act = 0
+        act = int(0)  # noqa: UP018 (a dynamic Warp variable)
         if frozen_count >= 0:
             if frozen_count > 0:
                 act = 1
@@ -197,7 +197,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         direction_next: wp.array(dtype=vec3),
     ):
         i = wp.tid()
-        act = 0
+        act = int(0)  # noqa: UP018 (a dynamic Warp variable)
         if active[k] != 0:
             if frozen_count >= 0:
                 if k + 1 < frozen_count:
@@ -236,7 +236,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
     def count_iterations(
         active: wp.array(dtype=wp.int32), substep: wp.int32, counts: wp.array(dtype=wp.int32)
     ):
-        n = 0
+        n = int(0)  # noqa: UP018 (a dynamic Warp variable)
         for k in range(active.shape[0]):
             n += active[k]
         counts[substep] = n

@@ -57,11 +57,11 @@ class ClothMesh:
         where the spring order matters)."""
         offsets = np.zeros(len(polygons) + 1, dtype=np.int32)
         offsets[1:] = np.cumsum([len(p) for p in polygons])
-        flat = np.concatenate([np.asarray(p, dtype=np.int32) for p in polygons]) if polygons else np.zeros(0, np.int32)
+        flat = np.concatenate([np.asarray(p, dtype=np.int32) for p in polygons] or [np.zeros(0, np.int32)])
         if edges is None:
             seen: dict[tuple[int, int], int] = {}
             for poly in polygons:
-                for a, b in zip(poly, list(poly[1:]) + [poly[0]]):
+                for a, b in zip(poly, list(poly[1:]) + [poly[0]], strict=True):
                     key = (min(a, b), max(a, b))
                     if key not in seen:
                         seen[key] = len(seen)
