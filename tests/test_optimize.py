@@ -1,0 +1,337 @@
+"""Optimizers on small pure-numpy problems."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from warp_core.optimize import (
+    FitDivergedError,
+    OptimizeSettings,
+    ParameterSpec,
+    adam,
+    identifiability,
+    levenberg_marquardt,
+)
+
+
+class ExpDecay:
+    """r = A exp(-k t) - y, data from A=2.5, k=0.7."""
+
+    names = ["amplitude", "rate"]
+
+    def __init__(self) -> None:
+        self.t = np.linspace(0.0, 5.0, 40)
+        self.y = 2.5 * np.exp(-0.7 * self.t)
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        return v["amplitude"] * np.exp(-v["rate"] * self.t) - self.y
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        e = np.exp(-v["rate"] * self.t)
+        return np.stack([e, -v["amplitude"] * self.t * e], axis=1)
+
+
+def test_lm_recovers_exponential_decay_from_3x_off() -> None:
+    problem = ExpDecay()
+    spec = ParameterSpec(problem.names, {"amplitude": 7.5, "rate": 0.7 / 3.0})
+    calls = []
+    res = levenberg_marquardt(
+        problem,
+        spec,
+        OptimizeSettings(max_iterations=100, rel_loss_tol=1e-14),
+        progress=lambda i, loss, v: calls.append(i),
+    )
+    assert res.values["amplitude"] == pytest.approx(2.5, rel=1e-6)
+    assert res.values["rate"] == pytest.approx(0.7, rel=1e-6)
+    assert res.stop_reason in ("converged_loss", "converged_gradient")
+    assert res.loss_history[0] > res.loss_history[-1]
+    assert np.all(np.diff(res.loss_history) < 0.0)
+    assert res.best_loss == res.loss_history[-1]
+    assert calls[0] == 0 and calls == list(range(len(res.loss_history)))
+    assert res.initial_values == {"amplitude": 7.5, "rate": 0.7 / 3.0}
+    assert res.jacobian.shape == (40, 2) and res.free_names == ["amplitude", "rate"]
+    assert res.n_jacobian_evals == res.iterations + 1
+
+
+class TiedLinear:
+    """y = a x + b x^2 + c, with b tied to a in the fit; data from a=b=2, c=0.5."""
+
+    names = ["a", "b", "c"]
+
+    def __init__(self) -> None:
+        self.x = np.linspace(-1.0, 2.0, 25)
+        self.y = 2.0 * self.x + 2.0 * self.x**2 + 0.5
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        return v["a"] * self.x + v["b"] * self.x**2 + v["c"] - self.y
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        return np.stack([self.x, self.x**2, np.ones_like(self.x)], axis=1)
+
+
+def test_lm_with_tied_pair() -> None:
+    problem = TiedLinear()
+    spec = ParameterSpec(problem.names, {"a": 0.5, "b": 123.0, "c": 3.0}, ties={"b": "a"})
+    assert spec.free_names == ["a", "c"]
+    assert spec.from_free(spec.initial_free())["b"] == 0.5  # follower's own initial is ignored
+    res = levenberg_marquardt(problem, spec, OptimizeSettings(max_iterations=100, rel_loss_tol=1e-15))
+    assert res.values["a"] == pytest.approx(2.0, rel=1e-7)
+    assert res.values["b"] == res.values["a"]
+    assert res.values["c"] == pytest.approx(0.5, rel=1e-7)
+    assert res.jacobian.shape == (25, 2)
+
+
+def test_log_space_chain_rule_matches_finite_differences() -> None:
+    problem = TiedLinear()
+    spec = ParameterSpec(problem.names, {"a": 1.3, "c": 0.7}, ties={"b": "a"})
+    z = np.array([0.3, -0.4])
+    values = spec.from_free(z)
+    jac = spec.jacobian_to_free(problem.jacobian(values), values)
+    h = 1e-6
+    fd = np.zeros_like(jac)
+    for k in range(len(z)):
+        dz = np.zeros_like(z)
+        dz[k] = h
+        fd[:, k] = (problem.residuals(spec.from_free(z + dz)) - problem.residuals(spec.from_free(z - dz))) / (
+            2 * h
+        )
+    np.testing.assert_allclose(jac, fd, rtol=1e-7, atol=1e-9)
+
+    # gradient path: dL/dz = J^T r for L = 0.5 |r|^2
+    r = problem.residuals(values)
+    named_grad = dict(zip(problem.names, problem.jacobian(values).T @ r, strict=True))
+    g = spec.gradient_to_free(named_grad, values)
+    loss = lambda zz: 0.5 * float(np.sum(problem.residuals(spec.from_free(zz)) ** 2))  # noqa: E731
+    fd_g = [(loss(z + h * e) - loss(z - h * e)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(g, fd_g, rtol=1e-6)
+
+    # exponential problem (nonlinear in the values)
+    exp_problem = ExpDecay()
+    spec2 = ParameterSpec(exp_problem.names, {"amplitude": 1.0, "rate": 1.0})
+    z2 = np.log([1.7, 0.4])
+    v2 = spec2.from_free(z2)
+    jac2 = spec2.jacobian_to_free(exp_problem.jacobian(v2), v2)
+    fd2 = np.stack(
+        [
+            (
+                exp_problem.residuals(spec2.from_free(z2 + h * e))
+                - exp_problem.residuals(spec2.from_free(z2 - h * e))
+            )
+            / (2 * h)
+            for e in np.eye(2)
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(jac2, fd2, rtol=1e-6, atol=1e-9)
+
+
+class WithGhost(ExpDecay):
+    """Exponential decay plus a parameter that has no effect on the residuals."""
+
+    names = ["amplitude", "rate", "ghost"]
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        return np.concatenate([super().jacobian(v), np.zeros((len(self.t), 1))], axis=1)
+
+
+def test_parameter_without_effect_is_flagged_and_stays_finite() -> None:
+    problem = WithGhost()
+    spec = ParameterSpec(
+        problem.names,
+        {"amplitude": 5.0, "rate": 0.3, "ghost": 4.0},
+        bounds={"ghost": (1e-6, 1e6), "amplitude": (1e-3, 1e3)},
+    )
+    res = levenberg_marquardt(problem, spec, OptimizeSettings(max_iterations=100))
+    assert res.values["amplitude"] == pytest.approx(2.5, rel=1e-5)
+    assert math.isfinite(res.values["ghost"]) and res.values["ghost"] == pytest.approx(4.0)
+    report = identifiability(res.jacobian, res.free_names, res.values, residual_scale=1.0)
+    by_name = {e["name"]: e for e in report}
+    assert not by_name["ghost"]["determined"]
+    assert by_name["ghost"]["max_change"] == 0.0
+    assert by_name["ghost"]["warnings"] == [
+        "ghost: x2 changes the target frames by < 0.1 mm; the target does not determine it"
+    ]
+    assert by_name["amplitude"]["determined"] and by_name["rate"]["determined"]
+    # first order: doubling the amplitude doubles the curve, change = ln2 * A e^{-kt}
+    assert by_name["amplitude"]["max_change"] == pytest.approx(math.log(2.0) * 2.5, rel=1e-4)
+
+
+def test_identifiability_flags_collinear_columns_and_scales_units() -> None:
+    rng = np.random.default_rng(0)
+    col = rng.normal(size=30)
+    jac = np.stack([col, -2.0 * col + 1e-6 * rng.normal(size=30), rng.normal(size=30)], axis=1)
+    report = identifiability(jac, ["p", "q", "s"], {"p": 1.0, "q": 2.0, "s": 3.0}, residual_scale=1e-3)
+    assert report[0]["collinear_with"] == ["q"] and report[1]["collinear_with"] == ["p"]
+    assert report[0]["warnings"] == [
+        "p and q have the same effect on the target; only their combination is determined"
+    ]
+    assert report[1]["warnings"] == [] and report[2]["collinear_with"] == []
+    assert report[2]["rms_change"] == pytest.approx(np.sqrt(np.mean(jac[:, 2] ** 2)) * 1e-3 * math.log(2.0))
+    assert report[2]["value"] == 3.0
+
+
+class NanAbove:
+    """r = p - 10 (optimum at 10), but the problem breaks down above p = 4."""
+
+    names = ["p", "q"]
+
+    def __init__(self, raise_error: bool = False) -> None:
+        self.raise_error = raise_error
+        self.seen: list[float] = []
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        self.seen.append(v["p"])
+        if v["p"] > 4.0:
+            if self.raise_error:
+                raise FloatingPointError("overflow in the simulation")
+            return np.array([np.nan, 0.0])
+        return np.array([v["p"] - 10.0, v["q"] - 0.5])
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        return np.eye(2)
+
+
+@pytest.mark.parametrize("raise_error", [False, True])
+def test_lm_backtracks_on_nan_and_never_returns_nan(raise_error: bool) -> None:
+    problem = NanAbove(raise_error)
+    spec = ParameterSpec(problem.names, {"p": 1.0, "q": 2.0})
+    res = levenberg_marquardt(problem, spec, OptimizeSettings(max_iterations=50))
+    assert any(p > 4.0 for p in problem.seen)  # it did try the bad region
+    assert all(math.isfinite(v) for v in res.values.values())
+    assert 3.5 < res.values["p"] <= 4.0
+    # q moves towards 0.5 too, but steps are joint: near the barrier they get damped down
+    assert 0.5 <= res.values["q"] < 2.0
+    assert all(math.isfinite(x) for x in res.loss_history)
+    assert res.best_loss < res.loss_history[0]
+
+
+def test_divergent_start_raises_or_recovers() -> None:
+    problem = NanAbove()
+    spec = ParameterSpec(problem.names, {"p": 8.0, "q": 1.0}, bounds={"p": (0.01, 100.0)})
+    with pytest.raises(FitDivergedError, match=r"start values p=8, q=1"):
+        levenberg_marquardt(problem, spec, OptimizeSettings(recover_from_divergence=False))
+    res = levenberg_marquardt(problem, spec, OptimizeSettings(recover_from_divergence=True))
+    assert res.initial_values["p"] <= 4.0
+    assert res.warnings and "diverged at the start values p=8" in res.warnings[0]
+    assert all(math.isfinite(v) for v in res.values.values())
+
+    class AlwaysNan:
+        def residuals(self, v: dict[str, float]) -> np.ndarray:
+            return np.array([np.inf])
+
+        def jacobian(self, v: dict[str, float]) -> np.ndarray:
+            return np.ones((1, 1))
+
+    with pytest.raises(FitDivergedError, match="other start points"):
+        levenberg_marquardt(AlwaysNan(), ParameterSpec(["x"], {"x": 1.0}), OptimizeSettings())
+
+
+def test_bounds_are_respected() -> None:
+    problem = ExpDecay()
+    spec = ParameterSpec(problem.names, {"amplitude": 1.0, "rate": 0.5}, bounds={"amplitude": (0.1, 2.0)})
+    res = levenberg_marquardt(problem, spec, OptimizeSettings(max_iterations=100))
+    assert res.values["amplitude"] == pytest.approx(2.0, rel=1e-12)
+    assert res.values["amplitude"] <= 2.0
+    assert res.stop_reason in ("converged_loss", "converged_gradient", "no_progress")
+    # start outside the bounds is clipped in
+    spec2 = ParameterSpec(problem.names, {"amplitude": 50.0, "rate": 0.5}, bounds={"amplitude": (0.1, 2.0)})
+    assert spec2.from_free(spec2.initial_free())["amplitude"] == pytest.approx(2.0)
+
+
+def test_cancel_after_two_iterations_returns_best_so_far() -> None:
+    problem = ExpDecay()
+    spec = ParameterSpec(problem.names, {"amplitude": 25.0, "rate": 0.01})
+    flag = threading.Event()
+    seen: list[tuple[int, float]] = []
+
+    def progress(i: int, loss: float, v: dict[str, float]) -> None:
+        seen.append((i, loss))
+        if i == 2:
+            flag.set()
+
+    res = levenberg_marquardt(
+        problem, spec, OptimizeSettings(max_iterations=100), progress=progress, cancel=flag
+    )
+    assert res.cancelled and res.stop_reason == "cancelled"
+    assert res.iterations == 2 and len(res.loss_history) == 3
+    assert res.best_loss == seen[-1][1] == min(res.loss_history)
+    assert res.best_loss == pytest.approx(0.5 * np.sum(problem.residuals(res.values) ** 2))
+
+    count = {"n": 0}
+
+    def cancel_callable() -> bool:
+        count["n"] += 1
+        return count["n"] > 3
+
+    res2 = adam(problem, spec, OptimizeSettings(max_iterations=100), cancel=cancel_callable)
+    assert res2.cancelled and res2.best_loss <= res2.loss_history[0]
+
+
+def test_time_budget_stops() -> None:
+    class Slow(ExpDecay):
+        def residuals(self, v: dict[str, float]) -> np.ndarray:
+            time.sleep(0.02)
+            return super().residuals(v)
+
+    problem = Slow()
+    spec = ParameterSpec(problem.names, {"amplitude": 25.0, "rate": 0.01})
+    t0 = time.perf_counter()
+    res = levenberg_marquardt(problem, spec, OptimizeSettings(max_iterations=1000, time_budget_s=0.1))
+    assert res.stop_reason == "time_budget"
+    assert time.perf_counter() - t0 < 0.5
+    assert not res.cancelled and res.best_loss <= res.loss_history[0]
+
+
+class Quadratic12:
+    """L = 0.5 sum_k c_k (p_k - p*_k)^2 with 12 parameters of mixed scales."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(1)
+        self.names = [f"k{i}" for i in range(12)]
+        self.target = 10.0 ** rng.uniform(-2, 2, size=12)
+        self.curv = rng.uniform(0.5, 2.0, size=12) / self.target**2
+
+    def gradient(self, v: dict[str, float]) -> tuple[float, dict[str, float]]:
+        p = np.array([v[n] for n in self.names])
+        d = p - self.target
+        return 0.5 * float(np.sum(self.curv * d * d)), dict(zip(self.names, self.curv * d, strict=True))
+
+
+def test_adam_converges_on_12_parameter_quadratic() -> None:
+    problem = Quadratic12()
+    rng = np.random.default_rng(2)
+    initial = {
+        n: float(t * rng.uniform(0.4, 2.5)) for n, t in zip(problem.names, problem.target, strict=True)
+    }
+    spec = ParameterSpec(problem.names, initial)
+    res = adam(problem, spec, OptimizeSettings(max_iterations=600, adam_lr=0.05, rel_loss_tol=0.0))
+    fitted = np.array([res.values[n] for n in problem.names])
+    np.testing.assert_allclose(fitted, problem.target, rtol=1e-3)
+    assert res.best_loss < 1e-6 * res.loss_history[0]
+    assert np.all(np.diff(res.loss_history) <= 0.0)
+    assert res.n_gradient_evals >= res.iterations and res.jacobian is None
+
+
+def test_adam_uses_residuals_when_no_gradient_and_backtracks_on_nan() -> None:
+    problem = NanAbove()
+    spec = ParameterSpec(problem.names, {"p": 1.0, "q": 2.0})
+    res = adam(problem, spec, OptimizeSettings(max_iterations=300, adam_lr=0.2))
+    assert all(math.isfinite(v) for v in res.values.values())
+    assert 3.0 < res.values["p"] <= 4.0
+    assert res.n_residual_evals > 0 and res.n_gradient_evals == 0
+
+
+def test_spec_validation() -> None:
+    with pytest.raises(ValueError, match="no chains"):
+        ParameterSpec(["a", "b", "c"], {"a": 1.0}, ties={"b": "a", "c": "b"})
+    with pytest.raises(ValueError, match="> 0"):
+        ParameterSpec(["a"], {"a": 0.0})
+    with pytest.raises(ValueError, match="disjoint"):
+        ParameterSpec(["a", "b"], {"a": 1.0}, bounds={"a": (1.0, 2.0), "b": (3.0, 4.0)}, ties={"b": "a"})
+    spec = ParameterSpec(["a", "b"], {"a": 1.0, "b": 2.0}, bounds={"a": (0.0, 10.0)})
+    assert spec.log_lower[0] == -np.inf and spec.log_upper[0] == pytest.approx(math.log(10.0))
