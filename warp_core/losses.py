@@ -1,0 +1,613 @@
+"""Differentiable mismatch between a simulated cloth and its target, as Warp kernels.
+
+Two kinds of target:
+
+* same topology (the target is the cloth's own vertices somewhere else): a weighted sum
+  of squared vertex distances, :func:`launch_vertex_distance_loss`, and its residual
+  vector :func:`vertex_residuals` (``sqrt(w) * (x - t)``, so ``0.5 * |r|^2`` equals the
+  loss with ``scale=0.5``);
+* different topology (any target mesh): a symmetric point-to-surface distance,
+  :class:`SurfaceDistance`.
+
+Every kernel comes in float32 and float64 (the dtype of the positions array picks it);
+kernels are built per dtype by cached factories. Loss kernels accumulate into a
+one-element array with ``atomic_add`` and are differentiable with ``wp.Tape``.
+"""
+
+import functools
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+__all__ = [
+    "SurfaceDistance",
+    "launch_vertex_distance_loss",
+    "launch_vertex_residuals",
+    "vertex_residuals",
+]
+
+# Farther than any scene: closest-point queries never give up.
+_QUERY_MAX_DISTANCE = 1.0e20
+
+
+def _scalar_type(array: wp.array) -> Any:
+    """Scalar type (wp.float32 / wp.float64) of a vec3 array."""
+    dtype = array.dtype
+    scalar = getattr(dtype, "_wp_scalar_type_", None)
+    if scalar not in (wp.float32, wp.float64) or getattr(dtype, "_length_", None) != 3:
+        raise TypeError(f"expected an array of float32 or float64 vec3, got dtype {dtype}")
+    return scalar
+
+
+def _vec3_type(dtype: Any) -> Any:
+    return wp.vec3d if dtype == wp.float64 else wp.vec3f
+
+
+def _same_type(a: Any, b: Any) -> bool:
+    return wp.types.types_equal(a, b)
+
+
+def _numpy_float(dtype: Any) -> type:
+    return np.float64 if dtype == wp.float64 else np.float32
+
+
+@functools.cache
+def _vertex_kernels(dtype: Any) -> SimpleNamespace:
+    vec3 = _vec3_type(dtype)
+
+    @wp.kernel(module="unique")
+    def weighted_squared_distance_sum(
+        positions: wp.array(dtype=vec3),
+        targets: wp.array(dtype=vec3),
+        weights: wp.array(dtype=dtype),
+        scale: dtype,
+        loss: wp.array(dtype=dtype),
+    ):
+        i = wp.tid()
+        d = positions[i] - targets[i]
+        wp.atomic_add(loss, 0, scale * weights[i] * wp.dot(d, d))
+
+    @wp.kernel(module="unique")
+    def weighted_vertex_residuals(
+        positions: wp.array(dtype=vec3),
+        targets: wp.array(dtype=vec3),
+        weights: wp.array(dtype=dtype),
+        residuals: wp.array(dtype=vec3),
+    ):
+        i = wp.tid()
+        residuals[i] = wp.sqrt(weights[i]) * (positions[i] - targets[i])
+
+    return SimpleNamespace(
+        weighted_squared_distance_sum=weighted_squared_distance_sum,
+        weighted_vertex_residuals=weighted_vertex_residuals,
+    )
+
+
+def launch_vertex_distance_loss(
+    positions: wp.array,
+    target: wp.array,
+    weights: wp.array,
+    loss: wp.array,
+    scale: float = 1.0,
+) -> None:
+    """``loss[0] += scale * sum_i w_i |x_i - t_i|^2`` (differentiable w.r.t. positions).
+
+    ``positions`` and ``target`` are 1-D vec3 arrays of one dtype, ``weights`` and the
+    one-element ``loss`` 1-D arrays of its scalar type; all on one device.
+    """
+    dtype = _scalar_type(positions)
+    _check_matching(positions, target, weights, loss)
+    wp.launch(
+        _vertex_kernels(dtype).weighted_squared_distance_sum,
+        dim=len(positions),
+        inputs=[positions, target, weights, dtype(scale)],
+        outputs=[loss],
+        device=positions.device,
+    )
+
+
+def launch_vertex_residuals(
+    positions: wp.array, target: wp.array, weights: wp.array, residuals: wp.array
+) -> None:
+    """``residuals[i] = sqrt(w_i) * (x_i - t_i)`` (vec3 per vertex) on the device."""
+    dtype = _scalar_type(positions)
+    _check_matching(positions, target, weights)
+    if not _same_type(residuals.dtype, positions.dtype) or len(residuals) != len(positions):
+        raise ValueError("residuals must be a vec3 array like positions")
+    wp.launch(
+        _vertex_kernels(dtype).weighted_vertex_residuals,
+        dim=len(positions),
+        inputs=[positions, target, weights],
+        outputs=[residuals],
+        device=positions.device,
+    )
+
+
+def vertex_residuals(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sqrt(w) * (x - t)`` flattened (3N,), for Levenberg–Marquardt; ``0.5 |r|^2`` = loss x 0.5."""
+    x = np.asarray(x, dtype=np.float64).reshape(-1, 3)
+    t = np.asarray(t, dtype=np.float64).reshape(-1, 3)
+    w = np.asarray(w, dtype=np.float64).ravel()
+    if x.shape != t.shape or w.shape != (len(x),):
+        raise ValueError(f"shapes do not match: x {x.shape}, t {t.shape}, w {w.shape}")
+    return (np.sqrt(w)[:, None] * (x - t)).ravel()
+
+
+def _check_matching(
+    positions: wp.array, target: wp.array, weights: wp.array, loss: wp.array | None = None
+) -> None:
+    dtype = _scalar_type(positions)
+    if not _same_type(target.dtype, positions.dtype) or len(target) != len(positions):
+        raise ValueError(f"target must be {len(positions)} vec3 of the positions' dtype")
+    if weights.dtype != dtype or len(weights) != len(positions):
+        raise ValueError(f"weights must be {len(positions)} scalars of the positions' dtype")
+    if loss is not None and loss.dtype != dtype:
+        raise ValueError("loss must have the positions' scalar dtype")
+    arrays = [target, weights] + ([loss] if loss is not None else [])
+    if any(a.device != positions.device for a in arrays):
+        raise ValueError("all arrays must be on one device")
+
+
+@functools.cache
+def _surface_kernels(dtype: Any) -> SimpleNamespace:
+    vec3 = _vec3_type(dtype)
+    zero = dtype(0.0)
+    one = dtype(1.0)
+
+    @wp.func
+    def closest_point_barycentrics(p: vec3, a: vec3, b: vec3, c: vec3) -> vec3:
+        # Ericson, Real-Time Collision Detection 5.1.5: Voronoi regions of the triangle.
+        ab = b - a
+        ac = c - a
+        ap = p - a
+        d1 = wp.dot(ab, ap)
+        d2 = wp.dot(ac, ap)
+        if d1 <= zero and d2 <= zero:
+            return vec3(one, zero, zero)
+        bp = p - b
+        d3 = wp.dot(ab, bp)
+        d4 = wp.dot(ac, bp)
+        if d3 >= zero and d4 <= d3:
+            return vec3(zero, one, zero)
+        vc = d1 * d4 - d3 * d2
+        if vc <= zero and d1 >= zero and d3 <= zero:
+            v = d1 / (d1 - d3)
+            return vec3(one - v, v, zero)
+        cp = p - c
+        d5 = wp.dot(ab, cp)
+        d6 = wp.dot(ac, cp)
+        if d6 >= zero and d5 <= d6:
+            return vec3(zero, zero, one)
+        vb = d5 * d2 - d1 * d6
+        if vb <= zero and d2 >= zero and d6 <= zero:
+            w = d2 / (d2 - d6)
+            return vec3(one - w, zero, w)
+        va = d3 * d6 - d5 * d4
+        if va <= zero and (d4 - d3) >= zero and (d5 - d6) >= zero:
+            w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+            return vec3(zero, one - w, w)
+        denom = one / (va + vb + vc)
+        v = vb * denom
+        w = vc * denom
+        return vec3(one - v - w, v, w)
+
+    @wp.func
+    def triangle_point(points: wp.array(dtype=vec3), triangles: wp.array2d(dtype=wp.int32), f: int, b: vec3):
+        return (
+            b[0] * points[triangles[f, 0]] + b[1] * points[triangles[f, 1]] + b[2] * points[triangles[f, 2]]
+        )
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def convert_to_float32_points(points: wp.array(dtype=vec3), points_f32: wp.array(dtype=wp.vec3)):
+        i = wp.tid()
+        p = points[i]
+        points_f32[i] = wp.vec3(wp.float32(p[0]), wp.float32(p[1]), wp.float32(p[2]))
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def closest_points_on_mesh(
+        mesh: wp.uint64,
+        query_points: wp.array(dtype=vec3),
+        mesh_points: wp.array(dtype=vec3),
+        mesh_triangles: wp.array2d(dtype=wp.int32),
+        max_distance: float,
+        closest_faces: wp.array(dtype=wp.int32),
+        closest_barycentrics: wp.array(dtype=vec3),
+        closest_points: wp.array(dtype=vec3),
+    ):
+        # The float32 BVH query picks the face; the point on it is recomputed in `dtype`.
+        i = wp.tid()
+        p = query_points[i]
+        p_f32 = wp.vec3(wp.float32(p[0]), wp.float32(p[1]), wp.float32(p[2]))
+        query = wp.mesh_query_point_no_sign(mesh, p_f32, max_distance)
+        if query.result:
+            f = query.face
+            b = closest_point_barycentrics(
+                p,
+                mesh_points[mesh_triangles[f, 0]],
+                mesh_points[mesh_triangles[f, 1]],
+                mesh_points[mesh_triangles[f, 2]],
+            )
+            closest_faces[i] = f
+            closest_barycentrics[i] = b
+            closest_points[i] = triangle_point(mesh_points, mesh_triangles, f, b)
+        else:
+            closest_faces[i] = -1
+            closest_barycentrics[i] = vec3(zero, zero, zero)
+            closest_points[i] = p
+
+    @wp.kernel(module="unique")
+    def surface_points_squared_distance_sum(
+        positions: wp.array(dtype=vec3),
+        triangles: wp.array2d(dtype=wp.int32),
+        faces: wp.array(dtype=wp.int32),
+        barycentrics: wp.array(dtype=vec3),
+        points: wp.array(dtype=vec3),
+        weights: wp.array(dtype=dtype),
+        scale: dtype,
+        loss: wp.array(dtype=dtype),
+    ):
+        # |t_j - (b0 x_a + b1 x_b + b2 x_c)|^2 with the face and barycentrics held fixed.
+        j = wp.tid()
+        f = faces[j]
+        if f >= 0:
+            d = triangle_point(positions, triangles, f, barycentrics[j]) - points[j]
+            wp.atomic_add(loss, 0, scale * weights[j] * wp.dot(d, d))
+
+    @wp.kernel(module="unique")
+    def surface_points_residuals(
+        positions: wp.array(dtype=vec3),
+        triangles: wp.array2d(dtype=wp.int32),
+        faces: wp.array(dtype=wp.int32),
+        barycentrics: wp.array(dtype=vec3),
+        points: wp.array(dtype=vec3),
+        weights: wp.array(dtype=dtype),
+        offset: int,
+        residuals: wp.array(dtype=vec3),
+    ):
+        j = wp.tid()
+        f = faces[j]
+        r = vec3(zero, zero, zero)
+        if f >= 0:
+            r = wp.sqrt(weights[j]) * (triangle_point(positions, triangles, f, barycentrics[j]) - points[j])
+        residuals[offset + j] = r
+
+    @wp.kernel(module="unique")
+    def surface_points_residual_tangents(
+        tangents: wp.array(dtype=vec3),
+        triangles: wp.array2d(dtype=wp.int32),
+        faces: wp.array(dtype=wp.int32),
+        barycentrics: wp.array(dtype=vec3),
+        weights: wp.array(dtype=dtype),
+        offset: int,
+        residual_tangents: wp.array(dtype=vec3),
+    ):
+        j = wp.tid()
+        f = faces[j]
+        r = vec3(zero, zero, zero)
+        if f >= 0:
+            r = wp.sqrt(weights[j]) * triangle_point(tangents, triangles, f, barycentrics[j])
+        residual_tangents[offset + j] = r
+
+    @wp.kernel(module="unique")
+    def weighted_vertex_residual_tangents(
+        tangents: wp.array(dtype=vec3),
+        weights: wp.array(dtype=dtype),
+        residual_tangents: wp.array(dtype=vec3),
+    ):
+        i = wp.tid()
+        residual_tangents[i] = wp.sqrt(weights[i]) * tangents[i]
+
+    return SimpleNamespace(
+        convert_to_float32_points=convert_to_float32_points,
+        closest_points_on_mesh=closest_points_on_mesh,
+        surface_points_squared_distance_sum=surface_points_squared_distance_sum,
+        surface_points_residuals=surface_points_residuals,
+        surface_points_residual_tangents=surface_points_residual_tangents,
+        weighted_vertex_residual_tangents=weighted_vertex_residual_tangents,
+    )
+
+
+def _normalized_weights(weights: np.ndarray | None, count: int, what: str) -> np.ndarray:
+    """``0.5 * w / sum(w)``: each direction contributes half of a weighted mean."""
+    w = np.ones(count) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+    if w.shape != (count,):
+        raise ValueError(f"{what} weights must have {count} entries, got {w.shape}")
+    if np.any(w < 0.0) or not np.all(np.isfinite(w)) or w.sum() <= 0.0:
+        raise ValueError(f"{what} weights must be finite, >= 0 and not all zero")
+    return 0.5 * w / w.sum()
+
+
+class SurfaceDistance:
+    """Symmetric point-to-surface distance between a moving cloth mesh and a fixed target mesh.
+
+    ``D(x) = 0.5 * sum_i a_i d(x_i, T)^2 + 0.5 * sum_j b_j d(t_j, S(x))^2`` where ``T`` is
+    the target surface, ``S(x)`` the cloth surface, and ``a``, ``b`` the cloth and target
+    vertex weights normalised to sum to one (uniform by default): the mean of the two
+    directions' mean squared distances, in m^2, so a plane offset by ``d`` gives ``d^2``.
+
+    Each evaluation first finds, without recording on a tape, every cloth vertex's closest
+    point on the target (a ``wp.Mesh`` BVH built once) and every target vertex's closest
+    cloth triangle and barycentrics (a ``wp.Mesh`` on the cloth positions, refitted each
+    time); then differentiable kernels evaluate the distances with those assignments held
+    fixed. The assignment is piecewise constant in ``x`` and the distance is stationary in
+    the point on the surface, so the gradient is exact wherever the closest point is unique.
+
+    Residuals (for Levenberg–Marquardt), ``3 * (n_cloth + n_target)`` entries, cloth vertices
+    first: ``sqrt(0.5 a_i) (x_i - q_i)`` and ``sqrt(0.5 b_j) (p_j(x) - t_j)``, so that
+    ``0.5 * |r|^2 = 0.5 * D``. With the assignment fixed they are affine in ``x``; the
+    tangent methods apply their Jacobian ``dr/dx`` to a position tangent.
+
+    The BVH queries run in float32 (``wp.Mesh`` takes float32 points only) and pick the
+    closest face; the point on that face is recomputed in the positions' dtype.
+    Degenerate target or cloth triangles are skipped by the BVH query. The first
+    correspondence update builds the cloth BVH (later ones refit it): run one before
+    capturing a CUDA graph.
+    """
+
+    def __init__(
+        self,
+        cloth_triangles: np.ndarray,
+        cloth_vertex_count: int,
+        target_vertices: np.ndarray,
+        target_triangles: np.ndarray,
+        *,
+        dtype: Any = wp.float32,
+        device: wp.DeviceLike = None,
+        cloth_weights: np.ndarray | None = None,
+        target_weights: np.ndarray | None = None,
+    ) -> None:
+        if dtype not in (wp.float32, wp.float64):
+            raise TypeError(f"dtype must be wp.float32 or wp.float64, got {dtype}")
+        self.dtype = dtype
+        self.vec3 = _vec3_type(dtype)
+        self.device = wp.get_device(device)
+        np_float = _numpy_float(dtype)
+        cloth_triangles = np.ascontiguousarray(cloth_triangles, dtype=np.int32).reshape(-1, 3)
+        target_triangles = np.ascontiguousarray(target_triangles, dtype=np.int32).reshape(-1, 3)
+        target_vertices = np.ascontiguousarray(target_vertices, dtype=np.float64).reshape(-1, 3)
+        self.cloth_vertex_count = int(cloth_vertex_count)
+        self.target_vertex_count = len(target_vertices)
+        for name, tris, n in (
+            ("cloth", cloth_triangles, self.cloth_vertex_count),
+            ("target", target_triangles, self.target_vertex_count),
+        ):
+            if len(tris) == 0:
+                raise ValueError(f"the {name} mesh has no triangles")
+            if tris.min() < 0 or tris.max() >= n:
+                raise ValueError(f"{name} triangle indices out of range [0, {n})")
+        if not np.all(np.isfinite(target_vertices)):
+            raise ValueError("target vertices must be finite")
+
+        d = self.device
+        self._kernels = _surface_kernels(dtype)
+        self.cloth_triangles = wp.array(cloth_triangles, dtype=wp.int32, device=d)
+        self.target_triangles = wp.array(target_triangles, dtype=wp.int32, device=d)
+        self.target_points = wp.array(target_vertices.astype(np_float), dtype=self.vec3, device=d)
+        self._target_points_f32 = wp.array(target_vertices.astype(np.float32), dtype=wp.vec3, device=d)
+        self._target_mesh = wp.Mesh(points=self._target_points_f32, indices=self.target_triangles.flatten())
+        self._cloth_points_f32 = wp.zeros(self.cloth_vertex_count, dtype=wp.vec3, device=d)
+        self._cloth_mesh: wp.Mesh | None = None
+        self.cloth_weights = wp.array(
+            _normalized_weights(cloth_weights, self.cloth_vertex_count, "cloth").astype(np_float),
+            dtype=dtype,
+            device=d,
+        )
+        self.target_weights = wp.array(
+            _normalized_weights(target_weights, self.target_vertex_count, "target").astype(np_float),
+            dtype=dtype,
+            device=d,
+        )
+        nc, nt = self.cloth_vertex_count, self.target_vertex_count
+        # cloth vertex -> closest point on the target
+        self.cloth_closest_faces = wp.zeros(nc, dtype=wp.int32, device=d)
+        self.cloth_closest_barycentrics = wp.zeros(nc, dtype=self.vec3, device=d)
+        self.cloth_closest_points = wp.zeros(nc, dtype=self.vec3, device=d)
+        # target vertex -> closest point on the cloth
+        self.target_closest_faces = wp.zeros(nt, dtype=wp.int32, device=d)
+        self.target_closest_barycentrics = wp.zeros(nt, dtype=self.vec3, device=d)
+        self._target_closest_points = wp.zeros(nt, dtype=self.vec3, device=d)
+
+    @property
+    def residual_count(self) -> int:
+        """Length of the flattened residual vector."""
+        return 3 * (self.cloth_vertex_count + self.target_vertex_count)
+
+    def set_target_vertices(self, target_vertices: np.ndarray) -> None:
+        """Move the target (same triangles, e.g. the next target frame) and refit its BVH."""
+        v = np.ascontiguousarray(target_vertices, dtype=np.float64).reshape(-1, 3)
+        if len(v) != self.target_vertex_count or not np.all(np.isfinite(v)):
+            raise ValueError(f"target vertices must be {self.target_vertex_count} finite points")
+        self.target_points.assign(v.astype(_numpy_float(self.dtype)))
+        self._target_points_f32.assign(v.astype(np.float32))
+        self._target_mesh.refit()
+
+    def _as_positions(self, positions: wp.array | np.ndarray) -> wp.array:
+        if isinstance(positions, wp.array):
+            if _scalar_type(positions) != self.dtype:
+                raise ValueError(f"positions must be vec3 of {self.dtype.__name__}")
+            if len(positions) != self.cloth_vertex_count or positions.device != self.device:
+                raise ValueError(f"positions must be {self.cloth_vertex_count} vec3 on {self.device}")
+            return positions
+        x = np.asarray(positions, dtype=_numpy_float(self.dtype)).reshape(-1, 3)
+        if len(x) != self.cloth_vertex_count:
+            raise ValueError(f"positions must have {self.cloth_vertex_count} vertices, got {len(x)}")
+        return wp.array(x, dtype=self.vec3, device=self.device)
+
+    def update_correspondences(self, positions: wp.array) -> None:
+        """Find the closest points in both directions for cloth ``positions`` (not taped)."""
+        positions = self._as_positions(positions)
+        k = self._kernels
+        d = self.device
+        wp.launch(
+            k.closest_points_on_mesh,
+            dim=self.cloth_vertex_count,
+            inputs=[
+                self._target_mesh.id,
+                positions,
+                self.target_points,
+                self.target_triangles,
+                _QUERY_MAX_DISTANCE,
+            ],
+            outputs=[self.cloth_closest_faces, self.cloth_closest_barycentrics, self.cloth_closest_points],
+            device=d,
+            record_tape=False,
+        )
+        wp.launch(
+            k.convert_to_float32_points,
+            dim=self.cloth_vertex_count,
+            inputs=[positions],
+            outputs=[self._cloth_points_f32],
+            device=d,
+            record_tape=False,
+        )
+        if self._cloth_mesh is None:
+            self._cloth_mesh = wp.Mesh(points=self._cloth_points_f32, indices=self.cloth_triangles.flatten())
+        else:
+            self._cloth_mesh.refit()
+        wp.launch(
+            k.closest_points_on_mesh,
+            dim=self.target_vertex_count,
+            inputs=[
+                self._cloth_mesh.id,
+                self.target_points,
+                positions,
+                self.cloth_triangles,
+                _QUERY_MAX_DISTANCE,
+            ],
+            outputs=[
+                self.target_closest_faces,
+                self.target_closest_barycentrics,
+                self._target_closest_points,
+            ],
+            device=d,
+            record_tape=False,
+        )
+
+    def launch_loss(
+        self, positions: wp.array, loss: wp.array, scale: float = 1.0, update: bool = True
+    ) -> None:
+        """``loss[0] += scale * D(x)``, differentiable w.r.t. ``positions`` (1-D vec3 array).
+
+        ``update=False`` reuses the correspondences of the last :meth:`update_correspondences`.
+        """
+        positions = self._as_positions(positions)
+        if loss.dtype != self.dtype:
+            raise ValueError("loss must have the positions' scalar dtype")
+        if update:
+            self.update_correspondences(positions)
+        k = _vertex_kernels(self.dtype)
+        wp.launch(
+            k.weighted_squared_distance_sum,
+            dim=self.cloth_vertex_count,
+            inputs=[positions, self.cloth_closest_points, self.cloth_weights, self.dtype(scale)],
+            outputs=[loss],
+            device=self.device,
+        )
+        wp.launch(
+            self._kernels.surface_points_squared_distance_sum,
+            dim=self.target_vertex_count,
+            inputs=[
+                positions,
+                self.cloth_triangles,
+                self.target_closest_faces,
+                self.target_closest_barycentrics,
+                self.target_points,
+                self.target_weights,
+                self.dtype(scale),
+            ],
+            outputs=[loss],
+            device=self.device,
+        )
+
+    def launch_residuals(self, positions: wp.array, residuals: wp.array, update: bool = True) -> None:
+        """Residuals as a vec3 array of length ``n_cloth + n_target`` (see the class docstring)."""
+        positions = self._as_positions(positions)
+        if (
+            not _same_type(residuals.dtype, positions.dtype)
+            or len(residuals) != self.cloth_vertex_count + self.target_vertex_count
+        ):
+            raise ValueError("residuals must be n_cloth + n_target vec3 of the positions' dtype")
+        if update:
+            self.update_correspondences(positions)
+        wp.launch(
+            _vertex_kernels(self.dtype).weighted_vertex_residuals,
+            dim=self.cloth_vertex_count,
+            inputs=[positions, self.cloth_closest_points, self.cloth_weights],
+            outputs=[residuals],
+            device=self.device,
+        )
+        wp.launch(
+            self._kernels.surface_points_residuals,
+            dim=self.target_vertex_count,
+            inputs=[
+                positions,
+                self.cloth_triangles,
+                self.target_closest_faces,
+                self.target_closest_barycentrics,
+                self.target_points,
+                self.target_weights,
+                self.cloth_vertex_count,
+            ],
+            outputs=[residuals],
+            device=self.device,
+        )
+
+    def launch_residual_tangents(self, tangents: wp.array, residual_tangents: wp.array) -> None:
+        """``dr = (dr/dx) dx`` for a position tangent, with the last correspondences fixed."""
+        tangents = self._as_positions(tangents)
+        if not _same_type(residual_tangents.dtype, tangents.dtype) or (
+            len(residual_tangents) != self.cloth_vertex_count + self.target_vertex_count
+        ):
+            raise ValueError("residual_tangents must be n_cloth + n_target vec3 of the positions' dtype")
+        wp.launch(
+            self._kernels.weighted_vertex_residual_tangents,
+            dim=self.cloth_vertex_count,
+            inputs=[tangents, self.cloth_weights],
+            outputs=[residual_tangents],
+            device=self.device,
+        )
+        wp.launch(
+            self._kernels.surface_points_residual_tangents,
+            dim=self.target_vertex_count,
+            inputs=[
+                tangents,
+                self.cloth_triangles,
+                self.target_closest_faces,
+                self.target_closest_barycentrics,
+                self.target_weights,
+                self.cloth_vertex_count,
+            ],
+            outputs=[residual_tangents],
+            device=self.device,
+        )
+
+    def residuals(self, positions: wp.array | np.ndarray) -> np.ndarray:
+        """Flattened residual vector (float64) for cloth positions; updates correspondences."""
+        out = wp.zeros(
+            self.cloth_vertex_count + self.target_vertex_count, dtype=self.vec3, device=self.device
+        )
+        self.launch_residuals(positions, out, update=True)
+        return out.numpy().astype(np.float64).ravel()
+
+    def residual_tangents(self, tangents: wp.array | np.ndarray) -> np.ndarray:
+        """Flattened ``(dr/dx) dx`` (float64), with the correspondences of the last update."""
+        out = wp.zeros(
+            self.cloth_vertex_count + self.target_vertex_count, dtype=self.vec3, device=self.device
+        )
+        self.launch_residual_tangents(tangents, out)
+        return out.numpy().astype(np.float64).ravel()
+
+    def value(self, positions: wp.array | np.ndarray) -> float:
+        """``D(x)`` as a float (updates correspondences)."""
+        loss = wp.zeros(1, dtype=self.dtype, device=self.device)
+        self.launch_loss(positions, loss)
+        return float(loss.numpy()[0])
+
+    def mean_squared_distances(self, positions: wp.array | np.ndarray) -> tuple[float, float]:
+        """(cloth -> target, target -> cloth) weighted mean squared distances, for reports."""
+        r = self.residuals(positions).reshape(-1, 3)
+        nc = self.cloth_vertex_count
+        # residual rows carry sqrt(0.5 * normalised weight): undo the 0.5
+        return 2.0 * float(np.sum(r[:nc] ** 2)), 2.0 * float(np.sum(r[nc:] ** 2))
