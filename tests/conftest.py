@@ -45,6 +45,7 @@ import bpy  # noqa: E402  (must follow the environment setup above)
 import warp as wp  # noqa: E402
 
 wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # module-load messages
 
 
 def import_addon_package() -> ModuleType:

@@ -57,7 +57,8 @@ def record_rollout_backward(
     for r, f in enumerate(rollout.frames):
         rows_at_state.setdefault((f - f0) * n_sub, []).append(r)
     user_params = sim.params
-    params_snapshot = wp.clone(user_params)
+    # values only: a clone of an array with requires_grad would carry its gradient along
+    params_snapshot = wp.clone(user_params, requires_grad=False)
     time_scale = sim.settings.time_scale
     settings_snapshot = sim.settings
 
@@ -74,6 +75,7 @@ def record_rollout_backward(
         x_out = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
         v_out = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
         params_in = wp.clone(params_snapshot, requires_grad=True)
+        params_in.grad.zero_()
         buf: SubstepBuffers | None = None
         saved_settings = sim.settings
         sim.settings = settings_snapshot
