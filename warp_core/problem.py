@@ -1,0 +1,102 @@
+"""A fit problem as one file (npz with a JSON header), so fits run without Blender.
+
+Arrays are stored with ``allow_pickle=False`` and read back the same way: a problem file
+never executes code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .fit import FitProblem, Target, problem_metadata
+from .mesh import ClothMesh
+from .params import ClothParams
+
+FORMAT_VERSION = 1
+
+
+def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
+    """Write ``problem`` to ``path`` (.npz), atomically."""
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {
+        "vertices": problem.mesh.vertices,
+        "polygon_vertices": problem.mesh.polygon_vertices,
+        "polygon_offsets": problem.mesh.polygon_offsets,
+        "edges": problem.mesh.edges,
+        "pin_weights": problem.mesh.pin_weights,
+    }
+    if problem.goals is not None:
+        arrays["goals"] = np.asarray(problem.goals, dtype=np.float64)
+    for k, t in enumerate(problem.targets):
+        arrays[f"target{k}_positions"] = np.asarray(t.positions, dtype=np.float64)
+        if t.triangles is not None:
+            arrays[f"target{k}_triangles"] = np.asarray(t.triangles, dtype=np.int32)
+        if t.weights is not None:
+            arrays[f"target{k}_weights"] = np.asarray(t.weights, dtype=np.float64)
+    meta = {"format": "fit_to_target.problem", "version": FORMAT_VERSION, **problem_metadata(problem)}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    fd, tmp = tempfile.mkstemp(prefix=".problem-", suffix=".npz", dir=path.parent or ".")
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def load_problem(path: str | os.PathLike) -> FitProblem:
+    """Read a problem file; ValueError with the reason when it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"problem file {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except Exception as e:  # zip or npy errors of every kind
+        raise ValueError(f"{path} is not a problem file: {e}") from e
+    try:
+        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"{path} has no readable header") from e
+    if meta.get("format") != "fit_to_target.problem" or meta.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported problem format {meta.get('format')} v{meta.get('version')}")
+    try:
+        mesh = ClothMesh(
+            arrays["vertices"],
+            arrays["polygon_vertices"],
+            arrays["polygon_offsets"],
+            arrays["edges"],
+            arrays["pin_weights"],
+        )
+        params = meta["params"]
+        params["gravity"] = tuple(params["gravity"])
+        targets = [
+            Target(
+                frame=int(frame),
+                positions=arrays[f"target{k}_positions"],
+                triangles=arrays.get(f"target{k}_triangles"),
+                weights=arrays.get(f"target{k}_weights"),
+            )
+            for k, frame in enumerate(meta["target_frames"])
+        ]
+        return FitProblem(
+            mesh=mesh,
+            params=ClothParams(**params),
+            targets=targets,
+            fit=list(meta["fit"]),
+            ties=dict(meta.get("ties", {})),
+            bounds={k: tuple(v) for k, v in meta.get("bounds", {}).items()},
+            start_frame=int(meta.get("start_frame", 1)),
+            goals=arrays.get("goals"),
+            loss=meta.get("loss", "auto"),
+        )
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{path}: incomplete problem file ({e})") from e
