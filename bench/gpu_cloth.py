@@ -67,8 +67,13 @@ def run_device(n: int, frames: int, grad_frames: int, device: str, precision: st
     tape = wp.Tape()
     with tape:
         r = sim.rollout(grad_frames, [grad_frames])
-        wp.launch(loss_kernel(sim.dtype), dim=(1, sim.vertex_count), inputs=[r.positions], outputs=[loss],
-                  device=device)
+        wp.launch(
+            loss_kernel(sim.dtype),
+            dim=(1, sim.vertex_count),
+            inputs=[r.positions],
+            outputs=[loss],
+            device=device,
+        )
     tape.backward(loss)
     grad = sim.params.grad.numpy().copy()
     synchronize(device)
@@ -93,20 +98,31 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     devices = ["cpu"] + (["cuda:0"] if wp.get_cuda_device_count() else [])
-    report = {"warp": wp.__version__, "devices": {d: str(wp.get_device(d).name) for d in devices}, "grids": []}
+    report = {
+        "warp": wp.__version__,
+        "devices": {d: str(wp.get_device(d).name) for d in devices},
+        "grids": [],
+    }
     cases = [(int(s), p) for s in args.sizes.split(",") for p in args.precisions.split(",")]
     for n, precision in cases:
         runs = {d: run_device(n, args.frames, args.grad_frames, d, precision) for d in devices}
-        entry = {"grid": f"{n}x{n}", "vertices": n * n, "precision": precision, "frames": args.frames,
-                 "grad_frames": args.grad_frames}
+        entry = {
+            "grid": f"{n}x{n}",
+            "vertices": n * n,
+            "precision": precision,
+            "frames": args.frames,
+            "grad_frames": args.grad_frames,
+        }
         cpu = runs["cpu"]["positions"]
         displacement = float(np.abs(cpu - cpu[0]).max())
         for d, r in runs.items():
             entry[d] = {k: v for k, v in r.items() if k not in ("positions", "grad")}
             entry[d]["max_deviation_over_displacement_vs_cpu"] = float(
-                np.abs(r["positions"] - cpu).max() / displacement)
+                np.abs(r["positions"] - cpu).max() / displacement
+            )
             entry[d]["grad_rel_diff_vs_cpu"] = float(
-                np.abs(r["grad"] - runs["cpu"]["grad"]).max() / np.abs(runs["cpu"]["grad"]).max())
+                np.abs(r["grad"] - runs["cpu"]["grad"]).max() / np.abs(runs["cpu"]["grad"]).max()
+            )
         report["grids"].append(entry)
         print(json.dumps(entry, indent=1), flush=True)
     if args.out:
