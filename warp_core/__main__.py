@@ -37,7 +37,8 @@ def _table(result) -> str:
     rows = [f"{'parameter':24s} {'before':>12s} {'after':>12s}"]
     for name, value in result.params.items():
         rows.append(f"{name:24s} {result.initial_params[name]:12.6g} {value:12.6g}")
-    rows.append(f"{'RMSE (mm)':24s} {result.initial_rmse_m * 1e3:12.4f} {result.rmse_m * 1e3:12.4f}")
+    before = "diverged" if result.initial_rmse_m is None else f"{result.initial_rmse_m * 1e3:.4f}"
+    rows.append(f"{'RMSE (mm)':24s} {before:>12s} {result.rmse_m * 1e3:12.4f}")
     return "\n".join(rows)
 
 

@@ -36,7 +36,11 @@ from .params import PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
 from .simulation import ClothSimulator
 
 LM_MAX_PARAMETERS = 8
-# a rollout whose positions leave this many mesh sizes from the start has diverged
+# Blender's solver rarely produces NaN: an unstable start (e.g. stiff explicit bending)
+# throws the cloth into a bounded, torn-apart state instead. A structural spring longer
+# than MAX_STRETCH times its rest length, or a vertex beyond DIVERGENCE_EXTENT mesh sizes,
+# marks such a rollout as diverged.
+MAX_STRETCH = 10.0
 DIVERGENCE_EXTENT = 1000.0
 # forward-tangent step in log space (see the module docstring)
 TANGENT_STEP = 1e-2
@@ -152,7 +156,7 @@ class FitResult:
     per_vertex_error: dict[int, np.ndarray]  # frame -> (N,) metres
     rmse_m: float
     max_error_m: float
-    initial_rmse_m: float
+    initial_rmse_m: float | None  # None when the start values make the simulation diverge
     iterations: int
     n_forward: int
     n_backward: int
@@ -215,6 +219,10 @@ class ClothFitObjective:
         self._cache: tuple[tuple, np.ndarray, np.ndarray] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
+        top = self.sim.topology
+        self._structural = top.spring_vertices[top.spring_kind == 0]
+        v0 = problem.mesh.vertices
+        self._rest = np.linalg.norm(v0[self._structural[:, 1]] - v0[self._structural[:, 0]], axis=1)
         if self.kind == "vertex":
             self.weights = [
                 np.ones(n) if t.weights is None else np.asarray(t.weights, float) for t in self.targets
@@ -253,11 +261,15 @@ class ClothFitObjective:
         )
         self.n_forward += 1
         x = rollout.numpy()
-        if not np.isfinite(x).all() or np.abs(x).max() > self._limit:
+        if not np.isfinite(x).all() or np.abs(x).max() > self._limit or self._max_stretch(x) > MAX_STRETCH:
             raise FloatingPointError(f"the simulation diverged at {_fmt(values)}")
         if frozen is None:
             self._cache = (key, x, rollout.cg_iterations)
         return x, rollout.cg_iterations
+
+    def _max_stretch(self, x: np.ndarray) -> float:
+        e = self._structural
+        return float((np.linalg.norm(x[:, e[:, 1]] - x[:, e[:, 0]], axis=2) / self._rest).max())
 
     def residuals(self, values: dict[str, float]) -> np.ndarray:
         x, _ = self.positions(values)
@@ -410,6 +422,10 @@ def fit(
     ident = identifiability(jac, result.free_names, values, objective.residual_scale())
     for entry in ident:
         warnings += entry["warnings"]
+    try:
+        initial_rmse = objective.rmse(initial)
+    except FloatingPointError:
+        initial_rmse = None
     errors = objective.errors(values)
     all_errors = np.concatenate(list(errors.values()))
     full = problem.params.replace(**values)
@@ -423,7 +439,7 @@ def fit(
         per_vertex_error=errors,
         rmse_m=objective.rmse(values),
         max_error_m=float(all_errors.max()),
-        initial_rmse_m=objective.rmse(initial),
+        initial_rmse_m=initial_rmse,
         iterations=result.iterations,
         n_forward=objective.n_forward,
         n_backward=objective.n_backward,

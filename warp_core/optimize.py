@@ -53,7 +53,7 @@ _ADAM_MAX_HALVINGS = 12
 # Divergence recovery: fractions of the way from the start to the bounds' geometric
 # midpoint (log space), then uniform factors on all free values.
 _RECOVERY_MIDPOINT_FRACTIONS = (0.25, 0.5, 1.0)
-_RECOVERY_SCALE_FACTORS = (0.5, 2.0, 0.1, 10.0)
+_RECOVERY_SCALE_FACTORS = (0.5, 2.0, 0.1, 10.0, 0.01, 0.001)
 
 
 class FitDivergedError(RuntimeError):
@@ -324,8 +324,9 @@ def _start_point(
 
     Recovery (``settings.recover_from_divergence``): move the free log values a quarter,
     half, then all the way to the bounds' geometric midpoint (unbounded sides stay put),
-    then multiply all free values of the original start by 0.5, 2, 0.1 and 10 (clipped to
-    bounds). The first finite candidate is used and a warning names both start points.
+    then multiply all free values of the original start by 0.5, 2, 0.1, 10, 0.01 and
+    0.001 (clipped to bounds). The finite candidate with the lowest loss is used (a start
+    that merely does not blow up can still be far off) and a warning names both points.
     """
     z0 = spec.initial_free()
     values0 = spec.initial_values()
@@ -345,6 +346,7 @@ def _start_point(
     for f in _RECOVERY_SCALE_FACTORS:
         candidates.append(spec.clip(z0 + math.log(f)))
     tried = set()
+    best = None
     for z in candidates:
         key = tuple(np.round(z, 12))
         if key in tried:
@@ -353,14 +355,20 @@ def _start_point(
         values = spec.from_free(z)
         out = evaluate(values)
         if out is not None:
-            warning = (
-                f"the simulation diverged at the start values {start_text}; "
-                f"started from {_fmt_values(values)} instead"
-            )
-            return z, values, out, [warning]
+            loss = 0.5 * float(out @ out) if isinstance(out, np.ndarray) else float(out[0])
+            if best is None or loss < best[0]:
+                best = (loss, z, values, out)
+    if best is not None:
+        _, z, values, out = best
+        warning = (
+            f"the simulation diverged at the start values {start_text}; "
+            f"started from {_fmt_values(values)} instead"
+        )
+        return z, values, out, [warning]
     raise FitDivergedError(
         f"the simulation diverged (non-finite loss) at the start values {start_text} and at "
-        f"{len(tried)} other start points tried (towards the bounds' midpoint, all values x0.5/x2/x0.1/x10)"
+        f"{len(tried)} other start points tried (towards the bounds' midpoint, "
+        "all values x0.5/x2/x0.1/x10/x0.01/x0.001)"
     )
 
 
