@@ -1,0 +1,70 @@
+"""Point Cache 2 (``.pc2``) files, the format Blender's Mesh Cache modifier plays back.
+
+Layout (little-endian): 12 bytes ``b"POINTCACHE2\\0"``, int32 version (1), int32 number of
+points, float32 start frame, float32 sample rate, int32 number of samples, then float32
+x, y, z for every point of every sample. Pure numpy, no bpy.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"POINTCACHE2\0"
+VERSION = 1
+HEADER = struct.Struct("<12siiffi")
+
+
+def write_pc2(
+    path: str | os.PathLike, samples: np.ndarray, start_frame: float = 0.0, sample_rate: float = 1.0
+) -> None:
+    """Write ``samples`` (S, N, 3) to ``path``.
+
+    Written to a temporary file in the same directory and moved into place with
+    ``os.replace``, so a reader (or a crash) never sees half a cache.
+    """
+    data = np.asarray(samples, dtype=np.float64)
+    if data.ndim != 3 or data.shape[2] != 3:
+        raise ValueError(f"samples must have shape (samples, points, 3), got {data.shape}")
+    if not np.isfinite(data).all():
+        raise ValueError("samples contain NaN or infinite coordinates")
+    n_samples, n_points = data.shape[:2]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, _file_mode())  # mkstemp makes it private; a cache is an ordinary file
+        with os.fdopen(fd, "wb") as f:
+            f.write(HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples))
+            f.write(data.astype("<f4").tobytes(order="C"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def read_pc2(path: str | os.PathLike) -> tuple[np.ndarray, float, float]:
+    """(samples (S, N, 3) float32, start frame, sample rate) of a ``.pc2`` file."""
+    raw = Path(path).read_bytes()
+    if len(raw) < HEADER.size:
+        raise ValueError(f"{path}: too short for a .pc2 header")
+    magic, version, n_points, start, rate, n_samples = HEADER.unpack_from(raw)
+    if magic != MAGIC or version != VERSION:
+        raise ValueError(f"{path}: not a version 1 .pc2 file")
+    expected = HEADER.size + 12 * n_points * n_samples
+    if len(raw) != expected:
+        raise ValueError(f"{path}: {len(raw)} bytes, expected {expected} for {n_samples} x {n_points} points")
+    data = np.frombuffer(raw, dtype="<f4", offset=HEADER.size).reshape(n_samples, n_points, 3)
+    return data.copy(), float(start), float(rate)
