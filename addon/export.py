@@ -7,7 +7,7 @@ Blender's cloth solver works in.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import bpy
@@ -80,22 +80,45 @@ def sample_pin_goals(
     animation, parents, shape keys and every modifier above the cloth modifier.
     The scene frame and the modifier flags are restored afterwards.
     """
+    return sample_cloth_input(ob, depsgraph, scene, frames)[0]
+
+
+def sample_cloth_input(
+    ob: bpy.types.Object,
+    depsgraph: bpy.types.Depsgraph,
+    scene: bpy.types.Scene,
+    frames: Sequence[float],
+    on_frame: Callable[[int, float], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pin goals (F, N, 3) as :func:`sample_pin_goals`, and the object's world matrices (F, 4, 4).
+
+    ``on_frame(k, frame)`` is called with the scene at ``frames[k]``, e.g. to read target
+    objects in the same pass. The cloth modifier is off during the pass, so stepping
+    through the frames never runs Blender's own solver.
+    """
     mod = _require_cloth(ob)
     frame, subframe = scene.frame_current, scene.frame_subframe
     goals: list[np.ndarray] = []
+    matrices: list[np.ndarray] = []
     try:
         with _cloth_input_stack(ob, mod, depsgraph):
-            for f in frames:
+            for k, f in enumerate(frames):
                 whole = math.floor(f)
                 scene.frame_set(int(whole), subframe=float(f - whole))
                 ob_eval = ob.evaluated_get(depsgraph)
-                goals.append(_world_positions(ob_eval.data, _matrix(ob_eval)))
+                matrix = _matrix(ob_eval)
+                goals.append(_world_positions(ob_eval.data, matrix))
+                matrices.append(matrix)
+                if on_frame is not None:
+                    on_frame(k, f)
     finally:
         scene.frame_set(frame, subframe=subframe)
     n = len(goals[0]) if goals else 0
     if any(len(g) != n for g in goals):
         raise ValueError(f"{ob.name}: the cloth input mesh changes its vertex count between frames")
-    return np.stack(goals) if goals else np.zeros((0, n, 3))
+    if not goals:
+        return np.zeros((0, n, 3)), np.zeros((0, 4, 4))
+    return np.stack(goals), np.stack(matrices)
 
 
 # -- helpers -------------------------------------------------------------------------
