@@ -1,17 +1,21 @@
 """Blender side of Fit to Target: everything that imports bpy lives under this package.
 
 Each submodule listed in ``_MODULES`` exposes a ``classes`` tuple; they are registered in
-order and unregistered in reverse. Registering twice in one process is a no-op, so a test
-session (or Blender's own reload) can call ``register()`` again safely.
+order and unregistered in reverse. A module may also define ``register()`` /
+``unregister()`` for what is not a class (properties on Blender types, CLI commands); those
+run after all classes are registered and before any is unregistered. Registering twice in
+one process is a no-op, so a test session (or Blender's own reload) can call ``register()``
+again safely.
 """
 
 import bpy
 
-from . import panel
+from . import cli, operators, panel, presets, properties
 
-_MODULES = (panel,)
+_MODULES = (properties, operators, panel, presets, cli)
 
 _registered: list[type] = []
+_hooked: list = []  # modules whose register() ran
 
 
 def _all_classes() -> list[type]:
@@ -25,12 +29,18 @@ def register() -> None:
         for cls in _all_classes():
             bpy.utils.register_class(cls)
             _registered.append(cls)
+        for module in _MODULES:
+            if hasattr(module, "register"):
+                module.register()
+                _hooked.append(module)
     except Exception:
         unregister()
         raise
 
 
 def unregister() -> None:
+    while _hooked:
+        _hooked.pop().unregister()
     while _registered:
         cls = _registered.pop()
         if getattr(cls, "is_registered", True):

@@ -1,0 +1,227 @@
+"""Bake the fitted cloth to a ``.pc2`` point cache played back by a Mesh Cache modifier.
+
+The cache holds the simulated (deformed) cloth in object space: the Mesh Cache modifier
+replaces the cloth modifier in the stack (inserted right below it, with the cloth
+switched off in viewport and render) so that modifiers below the cloth still apply, and
+the object's own transform, animated or not, places it in the world. Unbake restores the
+stack exactly; the ``.pc2`` file stays on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import bpy
+import numpy as np
+
+from ..warp_core.pc2 import write_pc2
+from ..warp_core.simulation import ClothSimulator
+from . import export
+from .fitting import FitInputError, check_object, prepare_fit, request_from_object, resolve_device
+
+CACHE_MODIFIER_NAME = "Fit to Target Bake"
+ERROR_ATTRIBUTE = "fit_error"
+CACHE_FOLDER = "fit_cache"
+
+
+class BakeError(FitInputError):
+    """The bake cannot run; nothing was written."""
+
+
+@dataclass
+class BakeInfo:
+    filepath: str  # absolute path of the .pc2
+    stored_path: str  # as written into the Mesh Cache modifier (relative "//" when possible)
+    frame_start: int
+    frame_end: int
+    temporary: bool  # written to a temp folder because the .blend is not saved
+    max_error_m: float | None = None  # of the error colours, when written
+
+    @property
+    def message(self) -> str:
+        where = self.filepath
+        text = f"Baked frames {self.frame_start}-{self.frame_end} to {where}"
+        if self.temporary:
+            text = (
+                f"The .blend file is not saved: baked frames {self.frame_start}-{self.frame_end} to the "
+                f"temporary file {where}; save the .blend and bake again to keep the cache next to it"
+            )
+        if self.max_error_m is not None:
+            text += f" (error colours: red = {self.max_error_m * 1000.0:.3g} mm)"
+        return text
+
+
+def is_baked(ob: bpy.types.Object) -> bool:
+    return bool(getattr(ob, "fit_to_target", None) and ob.fit_to_target.bake_json)
+
+
+def cache_path(ob: bpy.types.Object, directory: str | None = None) -> tuple[Path, str, bool]:
+    """(absolute path, path for the modifier, temporary) of the object's ``.pc2``."""
+    filename = bpy.path.clean_name(ob.name) + ".pc2"
+    if directory:
+        path = Path(bpy.path.abspath(directory)).resolve() / filename
+        return path, str(path), False
+    if bpy.data.filepath:
+        stored = f"//{CACHE_FOLDER}/{filename}"
+        return Path(bpy.path.abspath(stored)).resolve(), stored, False
+    path = Path(tempfile.gettempdir()) / "fit_to_target" / CACHE_FOLDER / filename
+    return path, str(path), True
+
+
+def bake_object(
+    scene: bpy.types.Scene,
+    ob: bpy.types.Object,
+    directory: str | None = None,
+    device: str | None = None,
+    error_colors: bool | None = None,
+    error_frame: int | None = None,
+    depsgraph: bpy.types.Depsgraph | None = None,
+) -> BakeInfo:
+    """Simulate the cloth with its modifier's current settings from the cache start to
+    ``scene.frame_end`` and play it back through a Mesh Cache modifier.
+
+    Everything is computed and the file written before the first change to the scene, so
+    a failure (BakeError, one line) leaves the scene as it was.
+    """
+    mod = check_object(ob)
+    s = ob.fit_to_target
+    start = export.cache_frame_range(mod)[0]
+    end = int(scene.frame_end)
+    if end <= start:
+        raise BakeError(
+            f"the scene ends at frame {end}, not after the cloth cache start {start}: nothing to bake"
+        )
+    depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
+    device = resolve_device(device if device is not None else s.device)
+    error_colors = s.bake_error_colors if error_colors is None else error_colors
+
+    frames = list(range(start, end + 1))
+    saved = scene.frame_current, scene.frame_subframe
+    try:
+        scene.frame_set(start)
+        try:
+            mesh = export.export_cloth_mesh(ob, depsgraph)
+            goals, matrices = export.sample_cloth_input(ob, depsgraph, scene, frames)
+        except ValueError as e:
+            raise BakeError(" ".join(str(e).split())) from e
+    finally:
+        scene.frame_set(saved[0], subframe=saved[1])
+    params = export.export_cloth_params(mod, scene)
+    try:
+        sim = ClothSimulator(mesh, params, device=device, precision="float64", start_frame=start)
+        world = sim.simulate(end, None, goals)
+    except ValueError as e:
+        raise BakeError(f"'{ob.name}': {' '.join(str(e).split())}") from e
+    if not np.isfinite(world).all():
+        raise BakeError(f"'{ob.name}': the simulation diverged; nothing was baked")
+
+    # Mesh Cache reads object-space coordinates: undo the object's transform frame by frame
+    inverse = np.linalg.inv(matrices)
+    local = np.einsum("fij,fnj->fni", inverse[:, :3, :3], world) + inverse[:, None, :3, 3]
+
+    colors = None
+    max_error = None
+    if error_colors:
+        colors, max_error = _error_colors(scene, ob, params.values(), error_frame, depsgraph)
+
+    path, stored, temporary = cache_path(ob, directory)
+    try:
+        write_pc2(path, local, start_frame=start)
+    except OSError as e:
+        raise BakeError(f"cannot write {path}: {e.strerror or e}") from e
+
+    # -- scene writes from here on
+    state = json.loads(s.bake_json) if s.bake_json else {}
+    cache = ob.modifiers.get(state.get("modifier", "")) if state else None
+    if cache is None or cache.type != "MESH_CACHE":
+        cache = ob.modifiers.new(CACHE_MODIFIER_NAME, "MESH_CACHE")
+        state = {
+            "modifier": cache.name,
+            "cloth_modifier": mod.name,
+            "cloth_show_viewport": bool(mod.show_viewport),
+            "cloth_show_render": bool(mod.show_render),
+        }
+    here = ob.modifiers.find(cache.name)
+    below_cloth = ob.modifiers.find(mod.name) + (1 if here > ob.modifiers.find(mod.name) else 0)
+    if here != below_cloth:
+        ob.modifiers.move(here, below_cloth)
+    cache.cache_format = "PC2"
+    cache.filepath = stored
+    cache.time_mode = "FRAME"
+    cache.play_mode = "SCENE"
+    cache.frame_start = float(start)
+    cache.frame_scale = 1.0
+    cache.deform_mode = "OVERWRITE"
+    cache.interpolation = "LINEAR"
+    cache.forward_axis = "POS_Y"
+    cache.up_axis = "POS_Z"
+    cache.factor = 1.0
+    mod.show_viewport = False
+    mod.show_render = False
+    state.update(filepath=str(path), frame_start=start, frame_end=end, error_attribute="")
+    if colors is not None:
+        attr = ob.data.color_attributes.get(ERROR_ATTRIBUTE)
+        if attr is not None and (attr.domain != "POINT" or attr.data_type != "FLOAT_COLOR"):
+            ob.data.color_attributes.remove(attr)
+            attr = None
+        if attr is None:
+            attr = ob.data.color_attributes.new(ERROR_ATTRIBUTE, "FLOAT_COLOR", "POINT")
+        attr.data.foreach_set("color", colors.astype(np.float32).ravel())
+        ob.data.color_attributes.active_color = attr
+        state["error_attribute"] = ERROR_ATTRIBUTE
+        state["max_error_m"] = max_error
+    s.bake_json = json.dumps(state)
+    return BakeInfo(str(path), stored, start, end, temporary, max_error)
+
+
+def _error_colors(
+    scene: bpy.types.Scene,
+    ob: bpy.types.Object,
+    values: dict[str, float],
+    frame: int | None,
+    depsgraph: bpy.types.Depsgraph,
+) -> tuple[np.ndarray, float]:
+    """Per-vertex RGBA, green (on target) to red (the largest error), at a target frame."""
+    from ..warp_core.fit import ClothFitObjective
+
+    request = request_from_object(ob, start_values={})
+    if not request.targets:
+        raise BakeError("error colours need a target: add one or switch Error Colors off")
+    frame = frame or ob.fit_to_target.error_frame or max(t.frame for t in request.targets)
+    request.targets = [t for t in request.targets if t.frame == frame]
+    if not request.targets:
+        raise BakeError(f"error colours: no target at frame {frame}")
+    prepared = prepare_fit(scene, ob, request, depsgraph)
+    objective = ClothFitObjective(prepared.problem, prepared.settings, [])
+    error = objective.errors(values)[frame]
+    top = float(error.max())
+    t = np.clip(error / top, 0.0, 1.0) if top > 0.0 else np.zeros_like(error)
+    colors = np.stack([t, 1.0 - t, np.zeros_like(t), np.ones_like(t)], axis=1)
+    return colors, top
+
+
+def unbake_object(ob: bpy.types.Object) -> bool:
+    """Remove the bake's Mesh Cache modifier and error colours, switch the cloth back on."""
+    s = ob.fit_to_target
+    if not s.bake_json:
+        return False
+    state = json.loads(s.bake_json)
+    cache = ob.modifiers.get(state.get("modifier", ""))
+    if cache is not None and cache.type == "MESH_CACHE":
+        ob.modifiers.remove(cache)
+    cloth = ob.modifiers.get(state.get("cloth_modifier", "")) or export.find_cloth_modifier(ob)
+    if cloth is not None:
+        if cloth.show_viewport != state.get("cloth_show_viewport", True):
+            cloth.show_viewport = state.get("cloth_show_viewport", True)
+        if cloth.show_render != state.get("cloth_show_render", True):
+            cloth.show_render = state.get("cloth_show_render", True)
+    name = state.get("error_attribute")
+    if name and ob.type == "MESH":
+        attr = ob.data.color_attributes.get(name)
+        if attr is not None:
+            ob.data.color_attributes.remove(attr)
+    s.bake_json = ""
+    return True
