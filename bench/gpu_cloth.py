@@ -61,6 +61,15 @@ def run_device(n: int, frames: int, grad_frames: int, device: str, precision: st
     synchronize(device)
     forward = time.perf_counter() - t
 
+    plain = ClothSimulator(pinned_grid(n), ClothParams(), device=device, precision=precision)
+    plain.graphs_enabled = False
+    plain.simulate(2)
+    synchronize(device)
+    t = time.perf_counter()
+    plain.rollout(frames, keep_states=False).numpy()
+    synchronize(device)
+    forward_no_graphs = time.perf_counter() - t
+
     loss = wp.zeros(1, dtype=sim.dtype, device=device, requires_grad=True)
     synchronize(device)
     t = time.perf_counter()
@@ -82,6 +91,7 @@ def run_device(n: int, frames: int, grad_frames: int, device: str, precision: st
         "positions": positions,
         "grad": grad,
         "forward_s_per_frame": forward / frames,
+        "forward_no_graphs_s_per_frame": forward_no_graphs / frames,
         "forward_backward_s_per_frame": forward_backward / grad_frames,
         "cg_iterations_mean": float(rollout.cg_iterations.mean()),
         "tape_bytes_per_vertex_substep": tape_bytes_per_vertex_substep(sim),

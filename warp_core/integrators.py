@@ -122,8 +122,13 @@ def solver_kernels(dtype) -> SimpleNamespace:
         wp.atomic_add(delta, 0, wp.dot(r, r))
 
     @wp.kernel(module="unique")
-    def cg_start(delta: wp.array(dtype=dtype), frozen_count: wp.int32, active: wp.array(dtype=wp.int32)):
+    def cg_start(
+        delta: wp.array(dtype=dtype), frozen: wp.array(dtype=wp.int32), active: wp.array(dtype=wp.int32)
+    ):
+        # frozen[0] >= 0: run exactly that many iterations (a device value, so one captured
+        # graph serves every substep)
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
+        frozen_count = frozen[0]
         if frozen_count >= 0:
             if frozen_count > 0:
                 act = 1
@@ -190,7 +195,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         delta: wp.array(dtype=dtype),
         pinned: wp.array(dtype=wp.int32),
         k: wp.int32,
-        frozen_count: wp.int32,
+        frozen: wp.array(dtype=wp.int32),
         max_iterations: wp.int32,
         tolerance: dtype,
         active: wp.array(dtype=wp.int32),
@@ -198,6 +203,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
     ):
         i = wp.tid()
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
+        frozen_count = frozen[0]
         if active[k] != 0:
             if frozen_count >= 0:
                 if k + 1 < frozen_count:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import warp as wp
@@ -61,6 +62,7 @@ class SubstepBuffers:
             CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad
         )
         self.active = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=wp.int32, device=device)
+        self.frozen = wp.full(1, -1, dtype=wp.int32, device=device)  # CG iteration count, or -1
         self.dv = [vec() for _ in range(cg_sets + 1)]
         self.residual = [vec() for _ in range(cg_sets + 1)]
         self.direction = [vec() for _ in range(cg_sets + 1)]
@@ -165,6 +167,8 @@ class ClothSimulator:
             requires_grad=True,
         )
         self._forward_buffers: SubstepBuffers | None = None
+        self.graphs_enabled = True
+        self._graphs = None
 
     # ---------------------------------------------------------------- parameters
     def set_params(self, values: ClothParams | dict[str, float]) -> None:
@@ -205,10 +209,14 @@ class ClothSimulator:
         v_out: wp.array,
         frozen_count: int = -1,
         check_every: int = 1,
+        in_graph: bool = False,
     ) -> int:
         """Launch one substep. With ``frozen_count >= 0`` run exactly that many CG
-        iterations (no host checks); otherwise stop on Blender's criterion. Returns the
-        number of CG iteration launches (including masked ones)."""
+        iterations (no host checks); otherwise stop on Blender's criterion. ``in_graph``:
+        launch all CG iterations (those past convergence are masked no-ops) without host
+        checks, taking the iteration count from ``buf.frozen`` as set by the caller, so the
+        launches can be captured once into a CUDA graph. Returns the number of CG
+        iteration launches (including masked ones)."""
         k_ = self.kernels
         fk = k_.forces
         d = self.device
@@ -295,8 +303,10 @@ class ClothSimulator:
             inputs=[buf.rhs, self.pinned],
             outputs=[buf.residual[0], buf.direction[0], buf.dv[0], buf.delta],
         )
-        wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, frozen_count], outputs=[buf.active])
-        iterations = frozen_count if frozen_count >= 0 else CG_MAX_ITERATIONS
+        if not in_graph:
+            buf.frozen.fill_(frozen_count)
+        wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
+        iterations = frozen_count if frozen_count >= 0 and not in_graph else CG_MAX_ITERATIONS
         ping_pong = buf.ping_pong
         tol = dt(CG_TOLERANCE)
         launched = 0
@@ -343,7 +353,7 @@ class ClothSimulator:
                     buf.delta,
                     self.pinned,
                     k,
-                    frozen_count,
+                    buf.frozen,
                     CG_MAX_ITERATIONS,
                     tol,
                     buf.active,
@@ -351,7 +361,12 @@ class ClothSimulator:
                 outputs=[buf.direction[b]],
             )
             launched = k + 1
-            if frozen_count < 0 and (launched % check_every == 0) and not int(buf.active.numpy()[launched]):
+            if (
+                frozen_count < 0
+                and not in_graph
+                and launched % check_every == 0
+                and not int(buf.active.numpy()[launched])
+            ):
                 break
         final = launched % 2 if ping_pong else launched
         wp.launch(
@@ -436,7 +451,6 @@ class ClothSimulator:
                     n, len(self.topology.spring_kind), 2, self.dtype, d, False
                 )
             buf = self._forward_buffers
-            out_row = {f: r for r, f in enumerate(frames)}
 
             def write_output(frame: int, x_now: wp.array) -> None:
                 for r, f in enumerate(frames):
@@ -444,46 +458,162 @@ class ClothSimulator:
                         wp.copy(positions[r], x_now)
 
             write_output(f0, x_init)
-            s = 0
-            for fi in range(n_frames):
-                for k, start in enumerate(starts):
-                    if keep_states:
-                        x, v, x_next, v_next = state_x[s], state_v[s], state_x[s + 1], state_v[s + 1]
-                    else:
-                        (x, v), (x_next, v_next) = states[s % 2], states[(s + 1) % 2]
-                    frozen = -1 if frozen_iterations is None else int(frozen_iterations[s])
-                    self.launch_substep(
-                        buf,
-                        self.params,
-                        x,
-                        v,
-                        goal[fi],
-                        goal[fi + 1],
-                        k == 0,
-                        float(start) / self.settings.time_scale,
-                        float(np.float32(start + np.float32(h))) / self.settings.time_scale,
-                        h,
-                        x_next,
-                        v_next,
-                        frozen_count=frozen,
-                        check_every=check_every,
-                    )
-                    wp.launch(
-                        self.kernels.count_iterations,
-                        dim=1,
-                        device=d,
-                        inputs=[buf.active, s],
-                        outputs=[counts],
-                    )
-                    s += 1
-                write_output(f0 + fi + 1, x_next)
-            del out_row
+            if self.use_graphs:
+                self._run_graphs(
+                    buf,
+                    goal,
+                    starts,
+                    h,
+                    n_frames,
+                    x_init,
+                    v_init,
+                    frozen_iterations,
+                    counts,
+                    state_x,
+                    state_v,
+                    write_output,
+                )
+            else:
+                s = 0
+                for fi in range(n_frames):
+                    for k, start in enumerate(starts):
+                        if keep_states:
+                            x, v, x_next, v_next = state_x[s], state_v[s], state_x[s + 1], state_v[s + 1]
+                        else:
+                            (x, v), (x_next, v_next) = states[s % 2], states[(s + 1) % 2]
+                        frozen = -1 if frozen_iterations is None else int(frozen_iterations[s])
+                        self.launch_substep(
+                            buf,
+                            self.params,
+                            x,
+                            v,
+                            goal[fi],
+                            goal[fi + 1],
+                            k == 0,
+                            float(start) / self.settings.time_scale,
+                            float(np.float32(start + np.float32(h))) / self.settings.time_scale,
+                            h,
+                            x_next,
+                            v_next,
+                            frozen_count=frozen,
+                            check_every=check_every,
+                        )
+                        wp.launch(
+                            self.kernels.count_iterations,
+                            dim=1,
+                            device=d,
+                            inputs=[buf.active, s],
+                            outputs=[counts],
+                        )
+                        s += 1
+                    write_output(f0 + fi + 1, x_next)
             result = Rollout(frames, positions, counts.numpy()[:total].copy(), n_sub, state_x, state_v)
             if tape is not None:
                 from .adjoint import record_rollout_backward
 
                 record_rollout_backward(tape, self, result, goal, starts, h, x0, v0)
         return result
+
+    # ---------------------------------------------------------------- CUDA graphs
+    @property
+    def use_graphs(self) -> bool:
+        """Each substep (forces, all CG iterations, update) runs as one captured graph:
+        thousands of small launches per frame otherwise cost more than the work, on CUDA
+        and on the CPU alike (measured 4x faster on a 10x10 sheet on the CPU, even though
+        the graph always runs the 100 masked CG iterations). Set ``graphs_enabled`` to
+        False to launch kernel by kernel with host convergence checks instead."""
+        return self.graphs_enabled
+
+    def _graph_set(self, buf: SubstepBuffers, starts: np.ndarray, h: float) -> SimpleNamespace:
+        """One graph per substep index within a frame, reading and writing fixed buffers."""
+        key = (tuple(starts.tolist()), h, self.settings.time_scale, tuple(self.settings.gravity), id(buf))
+        if self._graphs is not None and self._graphs[0] == key:
+            return self._graphs[1]
+        d = self.device
+        n = self.vertex_count
+
+        def vec() -> wp.array:
+            return wp.zeros(n, dtype=self.vec3, device=d)
+
+        io = SimpleNamespace(
+            x=vec(),
+            v=vec(),
+            x_next=vec(),
+            v_next=vec(),
+            goal_old=vec(),
+            goal_new=vec(),
+            count=wp.zeros(1, dtype=wp.int32, device=d),
+            graphs=[],
+        )
+        # every module is loaded before capturing
+        for namespace in (self.kernels, self.kernels.forces):
+            for kernel in vars(namespace).values():
+                if isinstance(kernel, wp.Kernel):
+                    wp.load_module(kernel.module, device=d)
+        for k, start in enumerate(starts):
+            with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+                self.launch_substep(
+                    buf,
+                    self.params,
+                    io.x,
+                    io.v,
+                    io.goal_old,
+                    io.goal_new,
+                    k == 0,
+                    float(start) / self.settings.time_scale,
+                    float(np.float32(start + np.float32(h))) / self.settings.time_scale,
+                    h,
+                    io.x_next,
+                    io.v_next,
+                    in_graph=True,
+                )
+                wp.launch(
+                    self.kernels.count_iterations, dim=1, device=d, inputs=[buf.active, 0], outputs=[io.count]
+                )
+            io.graphs.append(capture.graph)
+        self._graphs = (key, io)
+        return io
+
+    def _run_graphs(
+        self,
+        buf,
+        goal,
+        starts,
+        h,
+        n_frames,
+        x_init,
+        v_init,
+        frozen_iterations,
+        counts,
+        state_x,
+        state_v,
+        write_output,
+    ) -> None:
+        io = self._graph_set(buf, starts, h)
+        d = self.device
+        wp.copy(io.x, x_init)
+        wp.copy(io.v, v_init)
+        frozen = None
+        if frozen_iterations is not None:
+            frozen = wp.array(np.asarray(frozen_iterations, dtype=np.int32), dtype=wp.int32, device=d)
+        else:
+            buf.frozen.fill_(-1)
+        s = 0
+        for fi in range(n_frames):
+            wp.copy(io.goal_old, goal[fi])
+            wp.copy(io.goal_new, goal[fi + 1])
+            for graph in io.graphs:
+                if frozen is not None:
+                    wp.copy(buf.frozen, frozen, src_offset=s, count=1)
+                wp.capture_launch(graph)
+                wp.copy(counts, io.count, dest_offset=s, count=1)
+                wp.copy(io.x, io.x_next)
+                wp.copy(io.v, io.v_next)
+                if state_x is not None:
+                    wp.copy(state_x[s + 1], io.x)
+                    wp.copy(state_v[s + 1], io.v)
+                s += 1
+            write_output(self.start_frame + fi + 1, io.x)
 
     def simulate(
         self, frame_end: int, output_frames: list[int] | None = None, goals: np.ndarray | None = None
