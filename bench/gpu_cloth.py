@@ -10,7 +10,6 @@ forward and forward+backward wall time per frame on each device (after a warm-up
 compiles the kernels).
 """
 
-from __future__ import annotations
 
 import argparse
 import json
