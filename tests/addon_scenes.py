@@ -1,0 +1,254 @@
+"""Scenes for the add-on and batch tests, and results shared between test modules.
+
+Every test starts from an empty scene (conftest), so what is shared is files and plain
+numbers: the demo .blend is generated once per session, and the panel operator's fit of
+it (used by the operator tests and compared with batch.py's) runs once per session.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib
+import importlib.util
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+import numpy as np
+from blender_ref import (
+    _PACKAGE,
+    ClothMesh,
+    export,
+    grid_mesh,
+    make_cloth_object,
+    pin_row_weights,
+    run_blender_cloth,
+    world_positions,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TMP = Path(tempfile.mkdtemp(prefix="fit_to_target_addon_"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
+
+fitting = importlib.import_module(f"{_PACKAGE.__name__}.addon.fitting")
+bake = importlib.import_module(f"{_PACKAGE.__name__}.addon.bake")
+operators = importlib.import_module(f"{_PACKAGE.__name__}.addon.operators")
+job_module = importlib.import_module(f"{_PACKAGE.__name__}.addon.job")
+cli = importlib.import_module(f"{_PACKAGE.__name__}.addon.cli")
+pc2 = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.pc2")
+simulation = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.simulation")
+params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.params")
+PARAMETER_NAMES = params_module.PARAMETER_NAMES
+CLOTH_SETTINGS_FIELDS = params_module.CLOTH_SETTINGS_FIELDS
+
+
+def make_demo_module() -> ModuleType:
+    path = REPO_ROOT / "assets" / "make_demo.py"
+    spec = importlib.util.spec_from_file_location("fit_to_target_make_demo", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def demo_blend() -> Path:
+    """assets/make_demo.py's scene, generated once per session (read-only: copy it to modify)."""
+    return make_demo_module().build_demo(TMP / "demo_source" / "demo.blend")
+
+
+def fresh_copy(source: Path, folder: Path, name: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (name or source.name)
+    shutil.copyfile(source, path)
+    return path
+
+
+def open_blend(path: Path) -> None:
+    bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+
+
+# -- snapshots: "nothing changed" ------------------------------------------------------------------
+
+
+def modifier_values(ob: bpy.types.Object) -> dict[str, Any]:
+    mod = export.find_cloth_modifier(ob)
+    return {name: getattr(mod.settings, name) for name in CLOTH_SETTINGS_FIELDS}
+
+
+def modifier_stack(ob: bpy.types.Object) -> list[tuple]:
+    return [(m.name, m.type, m.show_viewport, m.show_render) for m in ob.modifiers]
+
+
+def fit_state(ob: bpy.types.Object) -> tuple:
+    s = ob.fit_to_target
+    attributes = tuple(ob.data.color_attributes.keys())
+    return (s.result_json, s.previous_values_json, s.bake_json, s.applied, attributes)
+
+
+def folder_listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def snapshot(ob: bpy.types.Object, folder: Path | None = None) -> dict[str, Any]:
+    return {
+        "values": modifier_values(ob),
+        "stack": modifier_stack(ob),
+        "state": fit_state(ob),
+        "files": folder_listing(folder) if folder is not None else None,
+    }
+
+
+# -- small clamped cloth scenes ---------------------------------------------------------------------
+
+
+def clamped_cloth(
+    name: str = "Cloth",
+    n: int = 8,
+    size: float = 0.8,
+    location: tuple[float, float, float] = (0.0, 0.0, 1.0),
+    settings: dict | None = None,
+    frame_end: int = 24,
+) -> bpy.types.Object:
+    """A horizontal n x n sheet clamped by two rows along +y (a cantilever)."""
+    mesh = grid_mesh(n, n, size, size)
+    return make_cloth_object(
+        mesh,
+        name=name,
+        pin_weights=pin_row_weights(mesh, rows=2, side="+y"),
+        settings=settings,
+        location=location,
+        frame_end=frame_end,
+    )
+
+
+def add_targets_from_blender(
+    cloth: bpy.types.Object, truth: dict[str, float], frames: list[int], prefix: str | None = None
+) -> list[bpy.types.Object]:
+    """Run Blender's solver with ``truth`` and make one world-space target mesh per frame; the
+    modifier's previous values are restored and the targets added to the fit settings."""
+    mod = export.find_cloth_modifier(cloth)
+    saved = {k: getattr(mod.settings, k) for k in truth}
+    for k, v in truth.items():
+        setattr(mod.settings, k, v)
+    traj = run_blender_cloth(cloth, max(frames))
+    start = mod.point_cache.frame_start
+    for k, v in saved.items():
+        setattr(mod.settings, k, v)
+    bpy.context.scene.frame_set(start)
+    me = cloth.data
+    faces = [list(p.vertices) for p in me.polygons]
+    targets = []
+    for f in frames:
+        tname = f"{prefix or cloth.name}.target.{f:03d}"
+        tme = bpy.data.meshes.new(tname)
+        tme.from_pydata(traj[f - start].tolist(), [], faces)
+        tob = bpy.data.objects.new(tname, tme)
+        bpy.context.scene.collection.objects.link(tob)
+        item = cloth.fit_to_target.targets.add()
+        item.kind, item.object, item.frame = "OBJECT", tob, f
+        targets.append(tob)
+    return targets
+
+
+def target_positions(ob: bpy.types.Object) -> dict[int, np.ndarray]:
+    """{frame: world positions} of the object's target objects."""
+    out = {}
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    for t in ob.fit_to_target.targets:
+        out[int(t.frame)] = world_positions(t.object, depsgraph)
+    return out
+
+
+def replay_rmse(ob: bpy.types.Object, targets: dict[int, np.ndarray]) -> dict[int, float]:
+    """RMSE (m) of Blender's own solver, with the modifier's current values, at each target frame."""
+    start = export.find_cloth_modifier(ob).point_cache.frame_start
+    traj = run_blender_cloth(ob, max(targets))
+    return {
+        f: float(np.sqrt(np.mean(np.sum((traj[f - start] - x) ** 2, axis=1))))
+        for f, x in targets.items()
+    }
+
+
+def fitted_trajectory(ob: bpy.types.Object, frame_end: int) -> np.ndarray:
+    """Our model with the modifier's current settings, world space, every frame from the cache start:
+    computed here from a fresh export, independently of the bake code."""
+    scene = bpy.context.scene
+    mod = export.find_cloth_modifier(ob)
+    start = mod.point_cache.frame_start
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    frame = scene.frame_current
+    scene.frame_set(start)
+    mesh: ClothMesh = export.export_cloth_mesh(ob, depsgraph)
+    scene.frame_set(frame)
+    goals = export.sample_pin_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
+    params = export.export_cloth_params(mod, scene)
+    sim = simulation.ClothSimulator(mesh, params, device="cpu", precision="float64", start_frame=start)
+    return sim.simulate(frame_end, None, goals)
+
+
+def playback(ob: bpy.types.Object, frames: list[int]) -> np.ndarray:
+    """World positions of the evaluated object (the Mesh Cache playback when baked) at each frame."""
+    scene = bpy.context.scene
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    out = []
+    for f in frames:
+        scene.frame_set(f)
+        out.append(world_positions(ob, depsgraph))
+    return np.stack(out)
+
+
+# -- the panel operator on the demo scene, once per session -------------------------------------------
+
+
+@functools.cache
+def demo_operator_fit() -> dict[str, Any]:
+    """Open a copy of the demo, run ``object.fit_to_target`` (blocking path), replay with Blender,
+    bake, play the bake back, revert. Returns everything the tests check, as plain data."""
+    folder = TMP / "demo_operator"
+    path = fresh_copy(demo_blend(), folder)
+    open_blend(path)
+    scene = bpy.context.scene
+    ob = bpy.data.objects["Cloth"]
+    assert bpy.context.active_object == ob
+    out: dict[str, Any] = {"folder": folder, "blend": path}
+    out["before"] = modifier_values(ob)
+    out["stack_before"] = modifier_stack(ob)
+    targets = target_positions(ob)
+    t0 = time.perf_counter()
+    out["op_result"] = bpy.ops.object.fit_to_target()
+    out["seconds"] = time.perf_counter() - t0
+    out["after"] = modifier_values(ob)
+    out["record"] = json.loads(ob.fit_to_target.result_json)
+    out["previous_json"] = json.loads(ob.fit_to_target.previous_values_json)
+    out["applied"] = ob.fit_to_target.applied
+    out["replay_rmse"] = replay_rmse(ob, targets)
+
+    out["bake_result"] = bpy.ops.object.fit_to_target_bake()
+    out["bake_state"] = json.loads(ob.fit_to_target.bake_json)
+    out["stack_baked"] = modifier_stack(ob)
+    cache = ob.modifiers[bake.CACHE_MODIFIER_NAME]
+    out["cache_settings"] = {
+        k: getattr(cache, k) for k in ("cache_format", "filepath", "frame_start", "frame_scale", "play_mode")
+    }
+    frames = list(range(export.find_cloth_modifier(ob).point_cache.frame_start, scene.frame_end + 1))
+    out["frames"] = frames
+    out["playback"] = playback(ob, frames)
+    out["trajectory"] = fitted_trajectory(ob, frames[-1])
+    out["pc2"] = pc2.read_pc2(folder / "fit_cache" / "Cloth.pc2")
+
+    out["revert_result"] = bpy.ops.object.fit_to_target_revert()
+    out["reverted"] = modifier_values(ob)
+    out["stack_reverted"] = modifier_stack(ob)
+    out["state_reverted"] = fit_state(ob)
+    return out
