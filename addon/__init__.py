@@ -10,9 +10,9 @@ again safely.
 
 import bpy
 
-from . import cli, operators, panel, presets, properties
+from . import cli, operators, panel, properties
 
-_MODULES = (properties, operators, panel, presets, cli)
+_MODULES = (properties, operators, panel, cli)
 
 _registered: list[type] = []
 _hooked: list = []  # modules whose register() ran
