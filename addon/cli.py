@@ -87,7 +87,15 @@ def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) 
     err = err or sys.stderr
     try:
         args = build_parser().parse_args(argv)
-        return _Run(args, out, err).run()
+        run = _Run(args, out, err)
+        previous = _install_sigint(run.on_sigint)  # Ctrl+C: finish cleanly, from export to save
+        try:
+            return run.run()
+        finally:
+            _restore_sigint(previous)
+    except KeyboardInterrupt:  # a second Ctrl+C
+        print(f"{PROG}: interrupted: nothing was saved", file=err, flush=True)
+        return EXIT_INTERRUPTED
     except UsageError as e:
         print(f"{PROG}: error: {' '.join(str(e).split())}", file=err, flush=True)
         return EXIT_USAGE
@@ -289,7 +297,6 @@ class _Run:
         from ..warp_core.fit import FitError
 
         status = "ok"
-        previous = _install_sigint(self.on_sigint)
         try:
             for prepared in prepared_fits:
                 name = prepared.request.object_name
@@ -307,10 +314,8 @@ class _Run:
                     records.append(fitting.result_record(prepared, result))
                     return "cancelled"
                 records.append(fitting.write_back(bpy.data.objects[name], prepared, result))
-        except KeyboardInterrupt:  # a second Ctrl+C: stop now
+        except KeyboardInterrupt:  # a second Ctrl+C: stop now, still write the partial report
             return "cancelled"
-        finally:
-            _restore_sigint(previous)
         return status
 
     def on_sigint(self, _signum: int, _frame: Any) -> None:
