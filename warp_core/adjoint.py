@@ -10,6 +10,7 @@ buffers.
 import numpy as np
 import warp as wp
 
+from .integrators import CG_MAX_ITERATIONS
 from .simulation import ClothSimulator, Rollout, SubstepBuffers
 
 
@@ -79,7 +80,46 @@ def record_rollout_backward(
         buf: SubstepBuffers | None = None
         saved_settings = sim.settings
         sim.settings = settings_snapshot
-        inner = wp.Tape()
+        graphs: dict[int, object] = {}
+        if sim.use_graphs:
+            # every CG iteration keeps its own buffers; one graph per substep index replays the
+            # recompute and its backward for any substep (masked iterations add nothing)
+            buf = SubstepBuffers(n, len(sim.topology.spring_kind), CG_MAX_ITERATIONS, sim.dtype, d, True)
+            goal_old = wp.zeros(n, dtype=vec3, device=d)
+            goal_new = wp.zeros(n, dtype=vec3, device=d)
+            sim.load_modules()
+
+        def substep(buffers, old, new, in_graph: bool, k: int, iterations: int) -> None:
+            sim.launch_substep(
+                buffers,
+                params_in,
+                x_in,
+                v_in,
+                old,
+                new,
+                k == 0,
+                float(starts[k]) / time_scale,
+                float(np.float32(starts[k] + np.float32(h))) / time_scale,
+                h,
+                x_out,
+                v_out,
+                frozen_count=iterations,
+                in_graph=in_graph,
+            )
+
+        def reverse(inner: wp.Tape) -> None:
+            inner.backward(grads={x_out: adj_x, v_out: adj_v})
+            wp.copy(adj_x, x_in.grad)
+            wp.copy(adj_v, v_in.grad)
+            wp.launch(
+                _accumulate_scalar_kernel(sim.dtype),
+                dim=params_in.shape[0],
+                device=d,
+                inputs=[params_in.grad],
+                outputs=[param_grad],
+            )
+            inner.zero()
+
         try:
             for s in range(total, 0, -1):
                 for r in rows_at_state.get(s, []):
@@ -89,38 +129,29 @@ def record_rollout_backward(
                 k = (s - 1) % n_sub
                 fi = (s - 1) // n_sub
                 iterations = int(rollout.cg_iterations[s - 1])
-                buf = _grow_buffers(sim, buf, iterations)
                 wp.copy(x_in, rollout.state_x[s - 1])
                 wp.copy(v_in, rollout.state_v[s - 1])
-                for p in buf.offdiag_product:
-                    p.zero_()
-                with inner:
-                    sim.launch_substep(
-                        buf,
-                        params_in,
-                        x_in,
-                        v_in,
-                        goal[fi],
-                        goal[fi + 1],
-                        k == 0,
-                        float(starts[k]) / time_scale,
-                        float(np.float32(starts[k] + np.float32(h))) / time_scale,
-                        h,
-                        x_out,
-                        v_out,
-                        frozen_count=iterations,
-                    )
-                inner.backward(grads={x_out: adj_x, v_out: adj_v})
-                wp.copy(adj_x, x_in.grad)
-                wp.copy(adj_v, v_in.grad)
-                wp.launch(
-                    _accumulate_scalar_kernel(sim.dtype),
-                    dim=params_in.shape[0],
-                    device=d,
-                    inputs=[params_in.grad],
-                    outputs=[param_grad],
-                )
-                inner.reset()
+
+                if sim.use_graphs:
+                    wp.copy(goal_old, goal[fi])
+                    wp.copy(goal_new, goal[fi + 1])
+                    buf.frozen.fill_(iterations)
+                    if k not in graphs:
+                        inner = wp.Tape()
+                        with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+                            with inner:
+                                substep(buf, goal_old, goal_new, True, k, iterations)
+                            reverse(inner)
+                        graphs[k] = capture.graph
+                    wp.capture_launch(graphs[k])
+                else:
+                    buf = _grow_buffers(sim, buf, iterations)
+                    for p in buf.offdiag_product:
+                        p.zero_()
+                    inner = wp.Tape()
+                    with inner:
+                        substep(buf, goal[fi], goal[fi + 1], False, k, iterations)
+                    reverse(inner)
             for r in rows_at_state.get(0, []):
                 wp.launch(
                     _accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]

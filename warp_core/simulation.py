@@ -524,6 +524,13 @@ class ClothSimulator:
         False to launch kernel by kernel with host convergence checks instead."""
         return self.graphs_enabled
 
+    def load_modules(self) -> None:
+        """Compile/load every kernel module now: a graph capture must not load any."""
+        for namespace in (self.kernels, self.kernels.forces):
+            for kernel in vars(namespace).values():
+                if isinstance(kernel, wp.Kernel):
+                    wp.load_module(kernel.module, device=self.device)
+
     def _graph_set(self, buf: SubstepBuffers, starts: np.ndarray, h: float) -> SimpleNamespace:
         """One graph per substep index within a frame, reading and writing fixed buffers."""
         key = (tuple(starts.tolist()), h, self.settings.time_scale, tuple(self.settings.gravity), id(buf))
@@ -545,11 +552,7 @@ class ClothSimulator:
             count=wp.zeros(1, dtype=wp.int32, device=d),
             graphs=[],
         )
-        # every module is loaded before capturing
-        for namespace in (self.kernels, self.kernels.forces):
-            for kernel in vars(namespace).values():
-                if isinstance(kernel, wp.Kernel):
-                    wp.load_module(kernel.module, device=d)
+        self.load_modules()
         for k, start in enumerate(starts):
             with wp.ScopedCapture(device=d, force_module_load=False) as capture:
                 self.launch_substep(
