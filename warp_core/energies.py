@@ -15,6 +15,11 @@ import warp as wp
 
 from .params import PARAMETER_NAMES
 
+# No fused multiply-add: a spring at rest must measure exactly its rest length in every
+# kernel and on every device (otherwise it falls into the compression branch at random),
+# and CPU and CUDA then round alike.
+NO_FMA = {"fuse_fp": False}
+
 P = {name: k for k, name in enumerate(PARAMETER_NAMES)}
 PARAM_TENSION = P["tension_stiffness"]
 PARAM_COMPRESSION = P["compression_stiffness"]
@@ -88,7 +93,7 @@ def force_kernels(dtype) -> SimpleNamespace:
             )
         return slope
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def spring_rest_lengths(
         x: wp.array(dtype=vec3),
         spring_vertices: wp.array(dtype=wp.vec2i),
@@ -99,7 +104,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         # same expression as the runtime length, so springs at rest stay exactly at rest
         spring_rest_length[s] = wp.length(x[ij[1]] - x[ij[0]])
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def hinge_rest_angles(
         x: wp.array(dtype=vec3),
         hinge_vertices: wp.array(dtype=wp.vec2i),
@@ -117,7 +122,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
         hinge_rest_angle[h] = hinge_angle(x[i], x[j], na, nb)
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def vertex_forces(
         x: wp.array(dtype=vec3),
         v: wp.array(dtype=vec3),
@@ -158,7 +163,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         dfdx_diag[i] = jx
         dfdv_diag[i] = jv
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def angular_bending(
         x: wp.array(dtype=vec3),
         v: wp.array(dtype=vec3),
@@ -199,7 +204,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         wp.atomic_sub(force, i, fe)
         wp.atomic_sub(force, j, fe)
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def spring_forces(
         x: wp.array(dtype=vec3),
         v: wp.array(dtype=vec3),

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
-from .energies import PARAM_MASS, force_kernels
+from .energies import NO_FMA, PARAM_MASS, force_kernels
 
 CG_TOLERANCE = 1.0e-4  # Blender: conjgrad_epsilon**2 with conjgrad_epsilon = 0.01
 CG_MAX_ITERATIONS = 100
@@ -54,7 +54,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
             out = vec3()
         return out
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def pin_velocities(
         v: wp.array(dtype=vec3),
         pinned: wp.array(dtype=wp.int32),
@@ -70,7 +70,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
             out = (goal_new[i] - goal_old[i]) * inv_time_scale
         v_out[i] = out
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def assemble_vertices(
         v: wp.array(dtype=vec3),
         force: wp.array(dtype=vec3),
@@ -86,7 +86,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         system_diag[i] = params[PARAM_MASS] * wp.identity(3, dtype) - h * dfdv_diag[i] - (h * h) * jx
         rhs[i] = h * force[i] + (h * h) * (jx * v[i])
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def assemble_springs(
         v: wp.array(dtype=vec3),
         spring_vertices: wp.array(dtype=wp.vec2i),
@@ -105,7 +105,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         wp.atomic_sub(rhs, i, (h * h) * (jx * v[j]))
         wp.atomic_sub(rhs, j, (h * h) * (jx * v[i]))
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_init(
         rhs: wp.array(dtype=vec3),
         pinned: wp.array(dtype=wp.int32),
@@ -121,7 +121,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         dv[i] = vec3()
         wp.atomic_add(delta, 0, wp.dot(r, r))
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_start(
         delta: wp.array(dtype=dtype), frozen: wp.array(dtype=wp.int32), active: wp.array(dtype=wp.int32)
     ):
@@ -136,7 +136,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
             act = 1
         active[0] = act
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def matvec_springs(
         system_offdiag: wp.array(dtype=mat33),
         spring_vertices: wp.array(dtype=wp.vec2i),
@@ -150,7 +150,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         wp.atomic_add(product, i, block * direction[j])
         wp.atomic_add(product, j, wp.transpose(block) * direction[i])
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def matvec_vertices(
         system_diag: wp.array(dtype=mat33),
         direction: wp.array(dtype=vec3),
@@ -166,7 +166,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         product[i] = s
         wp.atomic_add(curvature, k, wp.dot(c, s))
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_update(
         dv: wp.array(dtype=vec3),
         residual: wp.array(dtype=vec3),
@@ -188,7 +188,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         residual_next[i] = r
         wp.atomic_add(delta, k + 1, wp.dot(r, r))
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_direction(
         residual_next: wp.array(dtype=vec3),
         direction: wp.array(dtype=vec3),
@@ -217,7 +217,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
             c = filtered(residual_next[i] + (delta[k + 1] / delta[k]) * direction[i], pinned[i])
         direction_next[i] = c
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def finish_substep(
         x: wp.array(dtype=vec3),
         v: wp.array(dtype=vec3),
@@ -238,7 +238,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         x_out[i] = x_new
         v_out[i] = v_new
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def count_iterations(
         active: wp.array(dtype=wp.int32), substep: wp.int32, counts: wp.array(dtype=wp.int32)
     ):
