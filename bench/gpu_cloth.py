@@ -10,7 +10,6 @@ forward and forward+backward wall time per frame on each device (after a warm-up
 compiles the kernels).
 """
 
-
 import argparse
 import json
 import sys
@@ -39,10 +38,17 @@ def loss_kernel(dtype):
     return squared_norm_loss
 
 
+PERTURB = 0.0
+
+
 def pinned_grid(n: int):
     mesh = grid_mesh(n, n, 1.0, 1.0)
     y = mesh.vertices[:, 1]
     mesh.pin_weights = (y >= y.max() - 1e-9).astype(float)
+    if PERTURB:
+        # a sheet that is not perfectly flat: no spring stays exactly at its rest length
+        rng = np.random.default_rng(0)
+        mesh.vertices[:, 2] += PERTURB * rng.standard_normal(len(y)) * (mesh.pin_weights == 0)
     return mesh
 
 
@@ -104,8 +110,11 @@ def main() -> None:
     ap.add_argument("--grad-frames", type=int, default=20)
     ap.add_argument("--sizes", default="10,128")
     ap.add_argument("--precisions", default="float32,float64")
+    ap.add_argument("--perturb", type=float, default=0.0, help="z noise (m) on free vertices")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    global PERTURB
+    PERTURB = args.perturb
     devices = ["cpu"] + (["cuda:0"] if wp.get_cuda_device_count() else [])
     report = {
         "warp": wp.__version__,
