@@ -10,9 +10,9 @@ again safely.
 
 import bpy
 
-from . import cli, operators, panel, properties
+from . import cli, operators, panel, presets, properties
 
-_MODULES = (properties, operators, panel, cli)
+_MODULES = (properties, operators, panel, presets, cli)
 
 _registered: list[type] = []
 _hooked: list = []  # modules whose register() ran
