@@ -516,6 +516,13 @@ def test_preset_from_fit_result() -> None:
         "fit_parameters": ["tension_stiffness", "compression_stiffness", "bending_stiffness"],
     }
     assert pr.parse_preset(pr.preset_to_json(p)) == p
+    # settings the fit ran with instead of the modifier's (a preset as start) come before the fitted ones
+    started = dict(
+        result, start_values={"quality": 12, "mass": 1.0, "tension_stiffness": 40.0, "time_scale": 1.0}
+    )
+    p2 = pr.preset_from_fit_result("Shirt Fitted", started, base)
+    assert p2.values["quality"] == 12 and p2.values["mass"] == 1.0 and p2.values["tension_stiffness"] == 31.5
+    assert "time_scale" not in p2.values
     with pytest.raises(pr.PresetError, match="the 'soft_body' model"):
         pr.preset_from_fit_result("x", dict(result, model="soft_body"))
     with pytest.raises(pr.PresetError, match="no fitted parameters"):

@@ -583,9 +583,10 @@ def preset_from_fit_result(
     notes: str = "",
 ) -> Preset:
     """A preset from a fit's summary (``result_json`` of an object, or one object of a batch
-    report): ``base_values`` (the object's cloth settings the fit held fixed, such as mass
-    and quality, which the fitted values only make sense with), overridden by the fitted
-    ``result["params"]``; provenance from the summary."""
+    report): ``base_values`` (the object's cloth settings, such as mass and quality, which the
+    fitted values only make sense with), overridden by the fit's ``result["start_values"]``
+    (settings the fit ran with instead of the modifier's, e.g. from a preset), overridden by
+    the fitted ``result["params"]``; provenance from the summary."""
     if not isinstance(result, dict):
         raise PresetError("the fit result is not a JSON object")
     model = result.get("model", MODEL)
@@ -598,6 +599,9 @@ def preset_from_fit_result(
     unknown = [k for k in params if k not in VALUE_KEYS]
     if unknown:
         raise PresetError(f"the fit result has parameter(s) presets do not know: {', '.join(unknown)}")
+    start = result.get("start_values") or {}
+    if isinstance(start, dict):
+        values.update({k: v for k, v in start.items() if k in VALUE_KEYS})
     values.update(params)
     provenance: dict[str, Any] = {}
     for src, dst in _RESULT_PROVENANCE.items():
