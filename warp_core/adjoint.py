@@ -35,9 +35,7 @@ def recompute_bytes(sim: ClothSimulator, cg_iterations: int) -> int:
 def _grow_buffers(sim: ClothSimulator, current: SubstepBuffers | None, iterations: int) -> SubstepBuffers:
     if current is not None and current.cg_sets >= max(iterations, 1):
         return current
-    return SubstepBuffers(
-        sim.vertex_count, len(sim.topology.spring_kind), max(iterations, 1), sim.dtype, sim.device, True
-    )
+    return sim.make_buffers(max(iterations, 1), requires_grad=True)
 
 
 def record_rollout_backward(
@@ -84,7 +82,7 @@ def record_rollout_backward(
         if sim.use_graphs:
             # every CG iteration keeps its own buffers; one graph per substep index replays the
             # recompute and its backward for any substep (masked iterations add nothing)
-            buf = SubstepBuffers(n, len(sim.topology.spring_kind), CG_MAX_ITERATIONS, sim.dtype, d, True)
+            buf = sim.make_buffers(CG_MAX_ITERATIONS, requires_grad=True)
             goal_old = wp.zeros(n, dtype=vec3, device=d)
             goal_new = wp.zeros(n, dtype=vec3, device=d)
             sim.load_modules()
@@ -146,8 +144,6 @@ def record_rollout_backward(
                     wp.capture_launch(graphs[k])
                 else:
                     buf = _grow_buffers(sim, buf, iterations)
-                    for p in buf.offdiag_product:
-                        p.zero_()
                     inner = wp.Tape()
                     with inner:
                         substep(buf, goal[fi], goal[fi + 1], False, k, iterations)

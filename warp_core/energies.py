@@ -56,9 +56,49 @@ def force_kernels(dtype) -> SimpleNamespace:
         return s / dtype(count)
 
     @wp.func
+    def arctan2(y: dtype, x: dtype):
+        # atan2 from +, -, *, / and sqrt only (correctly rounded on every device), so CPU
+        # and CUDA compute the same angle; the C library's atan2 differs by an ulp between
+        # them, enough to flip a spring's branch somewhere in a large sheet. Two argument
+        # halvings, atan(t) = 2 atan(t / (1 + sqrt(1 + t^2))), bring t below tan(pi/16),
+        # where 12 terms of the Taylor series are exact to double precision.
+        ax = wp.abs(x)
+        ay = wp.abs(y)
+        big = wp.max(ax, ay)
+        small = wp.min(ax, ay)
+        r = dtype(0.0)
+        if big > dtype(0.0):
+            t = small / big
+            t = t / (dtype(1.0) + wp.sqrt(dtype(1.0) + t * t))
+            t = t / (dtype(1.0) + wp.sqrt(dtype(1.0) + t * t))
+            t2 = t * t
+            # Horner form of 1 - t2/3 + t2^2/5 - ..., written out: Warp's adjoint of a
+            # loop-carried product inside a loop would use the final value
+            series = dtype(1.0) / dtype(23.0)
+            series = dtype(1.0) / dtype(21.0) - t2 * series
+            series = dtype(1.0) / dtype(19.0) - t2 * series
+            series = dtype(1.0) / dtype(17.0) - t2 * series
+            series = dtype(1.0) / dtype(15.0) - t2 * series
+            series = dtype(1.0) / dtype(13.0) - t2 * series
+            series = dtype(1.0) / dtype(11.0) - t2 * series
+            series = dtype(1.0) / dtype(9.0) - t2 * series
+            series = dtype(1.0) / dtype(7.0) - t2 * series
+            series = dtype(1.0) / dtype(5.0) - t2 * series
+            series = dtype(1.0) / dtype(3.0) - t2 * series
+            series = dtype(1.0) / dtype(1.0) - t2 * series
+            r = dtype(4.0) * t * series
+            if ay > ax:
+                r = dtype(1.5707963267948966) - r
+            if x < dtype(0.0):
+                r = dtype(3.141592653589793) - r
+            if y < dtype(0.0):
+                r = -r
+        return r
+
+    @wp.func
     def hinge_angle(xi: vec3, xj: vec3, na: vec3, nb: vec3):
         edge = wp.normalize(xi - xj)
-        return wp.atan2(wp.dot(wp.cross(na, nb), edge), wp.dot(na, nb))
+        return arctan2(wp.dot(wp.cross(na, nb), edge), wp.dot(na, nb))
 
     @wp.func
     def choi_ko_compression(length: dtype, rest: dtype, kb: dtype, cb: dtype):
@@ -137,7 +177,8 @@ def force_kernels(dtype) -> SimpleNamespace:
         dfdx_diag: wp.array(dtype=mat33),
         dfdv_diag: wp.array(dtype=mat33),
     ):
-        """Gravity, soft goal (pin) springs and air drag: the per-vertex terms."""
+        """Gravity, soft goal (pin) springs and air drag: the per-vertex terms (hinges and
+        springs are gathered onto them when the system is assembled)."""
         i = wp.tid()
         mass = params[PARAM_MASS]
         f = mass * gravity * dtype(0.001)
@@ -164,7 +205,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         dfdv_diag[i] = jv
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def angular_bending(
+    def hinge_forces(
         x: wp.array(dtype=vec3),
         v: wp.array(dtype=vec3),
         hinge_vertices: wp.array(dtype=wp.vec2i),
@@ -175,9 +216,13 @@ def force_kernels(dtype) -> SimpleNamespace:
         hinge_rest_angle: wp.array(dtype=dtype),
         spring_rest_length: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
-        force: wp.array(dtype=vec3),
+        hinge_force_a: wp.array(dtype=vec3),
+        hinge_force_b: wp.array(dtype=vec3),
+        hinge_force_edge: wp.array(dtype=vec3),
     ):
-        """Angular bending: an explicit force (no Jacobian), as in Blender."""
+        """Angular bending: an explicit force (no Jacobian), as in Blender. Each vertex of
+        face a gets ``hinge_force_a``, of face b ``hinge_force_b``, and both hinge-edge
+        vertices lose ``hinge_force_edge`` (gathered per vertex in a fixed order)."""
         h = wp.tid()
         i = hinge_vertices[h][0]
         j = hinge_vertices[h][1]
@@ -194,15 +239,9 @@ def force_kernels(dtype) -> SimpleNamespace:
         f = k * (angle - hinge_rest_angle[h]) - params[PARAM_BENDING_DAMPING] * (
             wp.dot(va, na) + wp.dot(vb, nb)
         )
-        fa_vec = na * (f / dtype(fa[1]))
-        for k2 in range(fa[1]):
-            wp.atomic_add(force, hinge_face_vertices[fa[0] + k2], fa_vec)
-        fb_vec = nb * (f / dtype(fb[1]))
-        for k2 in range(fb[1]):
-            wp.atomic_add(force, hinge_face_vertices[fb[0] + k2], fb_vec)
-        fe = (na + nb) * (f * dtype(0.5))
-        wp.atomic_sub(force, i, fe)
-        wp.atomic_sub(force, j, fe)
+        hinge_force_a[h] = na * (f / dtype(fa[1]))
+        hinge_force_b[h] = nb * (f / dtype(fb[1]))
+        hinge_force_edge[h] = (na + nb) * (f * dtype(0.5))
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def spring_forces(
@@ -214,13 +253,12 @@ def force_kernels(dtype) -> SimpleNamespace:
         params: wp.array(dtype=dtype),
         inv_avg_spring_length: dtype,
         angular_model: wp.int32,
-        force: wp.array(dtype=vec3),
-        dfdx_diag: wp.array(dtype=mat33),
-        dfdv_diag: wp.array(dtype=mat33),
+        spring_force: wp.array(dtype=vec3),
         spring_dfdx: wp.array(dtype=mat33),
         spring_dfdv: wp.array(dtype=mat33),
     ):
-        """Structural, compression, shear and linear-bending springs with their Jacobians."""
+        """Structural, compression, shear and linear-bending springs with their Jacobians:
+        the force on the spring's first vertex (the second gets its negative)."""
         s = wp.tid()
         i = spring_vertices[s][0]
         j = spring_vertices[s][1]
@@ -264,15 +302,9 @@ def force_kernels(dtype) -> SimpleNamespace:
             if active == 1:
                 f = f + d * (damping * wp.dot(vel, d))
                 jv = -damping * wp.outer(d, d)
+        spring_force[s] = f
         spring_dfdx[s] = jx
         spring_dfdv[s] = jv
-        if active == 1:
-            wp.atomic_add(force, i, f)
-            wp.atomic_sub(force, j, f)
-            wp.atomic_add(dfdx_diag, i, jx)
-            wp.atomic_add(dfdx_diag, j, jx)
-            wp.atomic_add(dfdv_diag, i, jv)
-            wp.atomic_add(dfdv_diag, j, jv)
 
     return SimpleNamespace(
         vec3=vec3,
@@ -280,6 +312,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         spring_rest_lengths=spring_rest_lengths,
         hinge_rest_angles=hinge_rest_angles,
         vertex_forces=vertex_forces,
-        angular_bending=angular_bending,
+        hinge_forces=hinge_forces,
+        arctan2=arctan2,
         spring_forces=spring_forces,
     )

@@ -22,6 +22,7 @@ from .energies import NO_FMA, PARAM_MASS, force_kernels
 
 CG_TOLERANCE = 1.0e-4  # Blender: conjgrad_epsilon**2 with conjgrad_epsilon = 0.01
 CG_MAX_ITERATIONS = 100
+DOT_CHUNK = 256  # vertices per partial sum of the fixed-order dot products
 
 
 def substep_schedule(quality: int, time_scale: float) -> tuple[float, np.ndarray]:
@@ -73,37 +74,66 @@ def solver_kernels(dtype) -> SimpleNamespace:
     @wp.kernel(module="unique", module_options=NO_FMA)
     def assemble_vertices(
         v: wp.array(dtype=vec3),
-        force: wp.array(dtype=vec3),
-        dfdx_diag: wp.array(dtype=mat33),
-        dfdv_diag: wp.array(dtype=mat33),
+        vertex_force: wp.array(dtype=vec3),
+        vertex_dfdx: wp.array(dtype=mat33),
+        vertex_dfdv: wp.array(dtype=mat33),
+        hinge_force_a: wp.array(dtype=vec3),
+        hinge_force_b: wp.array(dtype=vec3),
+        hinge_force_edge: wp.array(dtype=vec3),
+        vertex_hinge_offsets: wp.array(dtype=wp.int32),
+        vertex_hinge_ids: wp.array(dtype=wp.int32),
+        vertex_hinge_roles: wp.array(dtype=wp.int32),
+        spring_force: wp.array(dtype=vec3),
+        spring_dfdx: wp.array(dtype=mat33),
+        spring_dfdv: wp.array(dtype=mat33),
+        vertex_spring_offsets: wp.array(dtype=wp.int32),
+        vertex_spring_ids: wp.array(dtype=wp.int32),
+        vertex_spring_other: wp.array(dtype=wp.int32),
+        vertex_spring_sign: wp.array(dtype=wp.int32),
         params: wp.array(dtype=dtype),
         h: dtype,
         system_diag: wp.array(dtype=mat33),
         rhs: wp.array(dtype=vec3),
     ):
+        """Gathers each vertex's hinge and spring terms in a fixed order (no atomics, so
+        every device sums alike), then the diagonal block A_ii = M - h dF/dv - h^2 dF/dx
+        and the right-hand side b = h (F + h dF/dx v)."""
         i = wp.tid()
-        jx = dfdx_diag[i]
-        system_diag[i] = params[PARAM_MASS] * wp.identity(3, dtype) - h * dfdv_diag[i] - (h * h) * jx
-        rhs[i] = h * force[i] + (h * h) * (jx * v[i])
+        f = vertex_force[i]
+        jx = vertex_dfdx[i]
+        jv = vertex_dfdv[i]
+        # 0/1/-1 factors rather than branches keep the loop body a plain sum (x + 0 y == x)
+        for e in range(vertex_hinge_offsets[i], vertex_hinge_offsets[i + 1]):
+            hinge = vertex_hinge_ids[e]
+            role = vertex_hinge_roles[e]
+            in_a = dtype(role & 1)
+            in_b = dtype((role >> 1) & 1)
+            on_edge = dtype((role >> 2) & 1)
+            f = f + in_a * hinge_force_a[hinge] + in_b * hinge_force_b[hinge]
+            f = f - on_edge * hinge_force_edge[hinge]
+        coupling = vec3()
+        for e in range(vertex_spring_offsets[i], vertex_spring_offsets[i + 1]):
+            s = vertex_spring_ids[e]
+            f = f + dtype(vertex_spring_sign[e]) * spring_force[s]
+            jx = jx + spring_dfdx[s]
+            jv = jv + spring_dfdv[s]
+            # (dF/dx v)_i: the diagonal block is the sum of the spring blocks, the
+            # off-diagonal ones are -spring_dfdx. Accumulated here rather than as jx * v[i]
+            # after the loop: Warp's adjoint does not see values a dynamic loop computed.
+            coupling = coupling + spring_dfdx[s] * (v[i] - v[vertex_spring_other[e]])
+        system_diag[i] = params[PARAM_MASS] * wp.identity(3, dtype) - h * jv - (h * h) * jx
+        rhs[i] = h * f + (h * h) * (vertex_dfdx[i] * v[i]) + (h * h) * coupling
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def assemble_springs(
-        v: wp.array(dtype=vec3),
-        spring_vertices: wp.array(dtype=wp.vec2i),
         spring_dfdx: wp.array(dtype=mat33),
         spring_dfdv: wp.array(dtype=mat33),
         h: dtype,
         system_offdiag: wp.array(dtype=mat33),
-        rhs: wp.array(dtype=vec3),
     ):
         # off-diagonal blocks: dF/dx_ij = -spring_dfdx, so A_ij = h dfdv + h^2 dfdx
         s = wp.tid()
-        i = spring_vertices[s][0]
-        j = spring_vertices[s][1]
-        jx = spring_dfdx[s]
-        system_offdiag[s] = h * spring_dfdv[s] + (h * h) * jx
-        wp.atomic_sub(rhs, i, (h * h) * (jx * v[j]))
-        wp.atomic_sub(rhs, j, (h * h) * (jx * v[i]))
+        system_offdiag[s] = h * spring_dfdv[s] + (h * h) * spring_dfdx[s]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_init(
@@ -112,14 +142,36 @@ def solver_kernels(dtype) -> SimpleNamespace:
         residual: wp.array(dtype=vec3),
         direction: wp.array(dtype=vec3),
         dv: wp.array(dtype=vec3),
-        delta: wp.array(dtype=dtype),
     ):
         i = wp.tid()
         r = filtered(rhs[i], pinned[i])
         residual[i] = r
         direction[i] = r
         dv[i] = vec3()
-        wp.atomic_add(delta, 0, wp.dot(r, r))
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def dot_partials(
+        a: wp.array(dtype=vec3),
+        b: wp.array(dtype=vec3),
+        row: wp.int32,
+        partials: wp.array2d(dtype=dtype),
+    ):
+        # fixed-order reduction, stage 1: each thread sums one contiguous chunk
+        chunk = wp.tid()
+        begin = chunk * DOT_CHUNK
+        end = wp.min(begin + DOT_CHUNK, a.shape[0])
+        acc = dtype(0.0)
+        for i in range(begin, end):
+            acc = acc + wp.dot(a[i], b[i])
+        partials[row, chunk] = acc
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def dot_total(partials: wp.array2d(dtype=dtype), row: wp.int32, out: wp.array(dtype=dtype)):
+        # stage 2: one thread adds the chunks in order
+        acc = dtype(0.0)
+        for c in range(partials.shape[1]):
+            acc = acc + partials[row, c]
+        out[row] = acc
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_start(
@@ -137,34 +189,22 @@ def solver_kernels(dtype) -> SimpleNamespace:
         active[0] = act
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def matvec_springs(
-        system_offdiag: wp.array(dtype=mat33),
-        spring_vertices: wp.array(dtype=wp.vec2i),
-        direction: wp.array(dtype=vec3),
-        product: wp.array(dtype=vec3),
-    ):
-        s = wp.tid()
-        i = spring_vertices[s][0]
-        j = spring_vertices[s][1]
-        block = system_offdiag[s]
-        wp.atomic_add(product, i, block * direction[j])
-        wp.atomic_add(product, j, wp.transpose(block) * direction[i])
-
-    @wp.kernel(module="unique", module_options=NO_FMA)
-    def matvec_vertices(
+    def matvec(
         system_diag: wp.array(dtype=mat33),
+        system_offdiag: wp.array(dtype=mat33),
+        vertex_spring_offsets: wp.array(dtype=wp.int32),
+        vertex_spring_ids: wp.array(dtype=wp.int32),
+        vertex_spring_other: wp.array(dtype=wp.int32),
         direction: wp.array(dtype=vec3),
-        offdiag_product: wp.array(dtype=vec3),
         pinned: wp.array(dtype=wp.int32),
-        k: wp.int32,
         product: wp.array(dtype=vec3),
-        curvature: wp.array(dtype=dtype),
     ):
+        """product = S A direction, gathered per vertex (the spring blocks are symmetric)."""
         i = wp.tid()
-        c = direction[i]
-        s = filtered(system_diag[i] * c + offdiag_product[i], pinned[i])
-        product[i] = s
-        wp.atomic_add(curvature, k, wp.dot(c, s))
+        acc = system_diag[i] * direction[i]
+        for e in range(vertex_spring_offsets[i], vertex_spring_offsets[i + 1]):
+            acc = acc + system_offdiag[vertex_spring_ids[e]] * direction[vertex_spring_other[e]]
+        product[i] = filtered(acc, pinned[i])
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_update(
@@ -173,20 +213,18 @@ def solver_kernels(dtype) -> SimpleNamespace:
         direction: wp.array(dtype=vec3),
         product: wp.array(dtype=vec3),
         curvature: wp.array(dtype=dtype),
+        delta: wp.array(dtype=dtype),
         active: wp.array(dtype=wp.int32),
         k: wp.int32,
         dv_next: wp.array(dtype=vec3),
         residual_next: wp.array(dtype=vec3),
-        delta: wp.array(dtype=dtype),
     ):
         i = wp.tid()
         alpha = dtype(0.0)
         if active[k] != 0:
             alpha = delta[k] / curvature[k]
         dv_next[i] = dv[i] + alpha * direction[i]
-        r = residual[i] - alpha * product[i]
-        residual_next[i] = r
-        wp.atomic_add(delta, k + 1, wp.dot(r, r))
+        residual_next[i] = residual[i] - alpha * product[i]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_direction(
@@ -254,8 +292,9 @@ def solver_kernels(dtype) -> SimpleNamespace:
         assemble_springs=assemble_springs,
         cg_init=cg_init,
         cg_start=cg_start,
-        matvec_springs=matvec_springs,
-        matvec_vertices=matvec_vertices,
+        matvec=matvec,
+        dot_partials=dot_partials,
+        dot_total=dot_total,
         cg_update=cg_update,
         cg_direction=cg_direction,
         finish_substep=finish_substep,

@@ -79,6 +79,4 @@ class ClothParams:
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
 
 
-CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in fields(ClothParams) if f.name != "gravity"
-)
+CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ClothParams) if f.name != "gravity")

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
-from .integrators import CG_MAX_ITERATIONS, CG_TOLERANCE, solver_kernels, substep_schedule
+from .integrators import CG_MAX_ITERATIONS, CG_TOLERANCE, DOT_CHUNK, solver_kernels, substep_schedule
 from .mesh import ClothMesh
 from .params import PARAMETER_NAMES, ClothParams
-from .topology import build_topology
+from .topology import build_topology, vertex_tables
 
 DTYPES = {"float32": wp.float32, "float64": wp.float64}
 
@@ -38,7 +38,9 @@ def suspended_tape():
 class SubstepBuffers:
     """Work arrays of one substep; ``cg_sets`` buffer sets for CG iterations."""
 
-    def __init__(self, n: int, n_springs: int, cg_sets: int, dtype, device: str, requires_grad: bool) -> None:
+    def __init__(
+        self, n: int, n_springs: int, n_hinges: int, cg_sets: int, dtype, device: str, requires_grad: bool
+    ) -> None:
         fk = solver_kernels(dtype).forces
         vec3, mat33 = fk.vec3, fk.mat33
 
@@ -52,6 +54,10 @@ class SubstepBuffers:
         self.force = vec()
         self.dfdx_diag = mat(n)
         self.dfdv_diag = mat(n)
+        self.hinge_force_a = vec(n_hinges)
+        self.hinge_force_b = vec(n_hinges)
+        self.hinge_force_edge = vec(n_hinges)
+        self.spring_force = vec(n_springs)
         self.spring_dfdx = mat(n_springs)
         self.spring_dfdv = mat(n_springs)
         self.system_diag = mat(n)
@@ -61,12 +67,18 @@ class SubstepBuffers:
         self.curvature = wp.zeros(
             CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad
         )
+        chunks = (n + DOT_CHUNK - 1) // DOT_CHUNK
+        self.delta_partials = wp.zeros(
+            (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
+        )
+        self.curvature_partials = wp.zeros(
+            (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
+        )
         self.active = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=wp.int32, device=device)
         self.frozen = wp.full(1, -1, dtype=wp.int32, device=device)  # CG iteration count, or -1
         self.dv = [vec() for _ in range(cg_sets + 1)]
         self.residual = [vec() for _ in range(cg_sets + 1)]
         self.direction = [vec() for _ in range(cg_sets + 1)]
-        self.offdiag_product = [vec() for _ in range(cg_sets)]
         self.product = [vec() for _ in range(cg_sets)]
         self.cg_sets = cg_sets
         # without gradients two buffer sets alternate; with them each iteration keeps its own
@@ -132,6 +144,18 @@ class ClothSimulator:
         self.hinge_face_b = wp.array(top.hinge_face_b, dtype=wp.vec2i, device=d)
         self.hinge_face_vertices = wp.array(top.hinge_face_vertices, dtype=wp.int32, device=d)
         self.pinned = wp.array(top.pinned, dtype=wp.int32, device=d)
+        # per-vertex tables: every sum over a vertex's springs and hinges runs in one fixed
+        # order, the same on every device
+        spring_table, hinge_table = vertex_tables(top, n)
+        (
+            self.vertex_spring_offsets,
+            self.vertex_spring_ids,
+            self.vertex_spring_other,
+            self.vertex_spring_sign,
+        ) = (wp.array(a, dtype=wp.int32, device=d) for a in spring_table)
+        self.vertex_hinge_offsets, self.vertex_hinge_ids, self.vertex_hinge_roles = (
+            wp.array(a, dtype=wp.int32, device=d) for a in hinge_table
+        )
         self.goal_weight = wp.array(top.goal_weight.astype(np_float), dtype=self.dtype, device=d)
         self.spring_rest_length = wp.zeros(len(top.spring_kind), dtype=self.dtype, device=d)
         self.hinge_rest_angle = wp.zeros(len(top.hinge_spring), dtype=self.dtype, device=d)
@@ -244,7 +268,7 @@ class ClothSimulator:
         )
         if n_hinges:
             wp.launch(
-                fk.angular_bending,
+                fk.hinge_forces,
                 dim=n_hinges,
                 device=d,
                 inputs=[
@@ -259,7 +283,7 @@ class ClothSimulator:
                     self.spring_rest_length,
                     params,
                 ],
-                outputs=[buf.force],
+                outputs=[buf.hinge_force_a, buf.hinge_force_b, buf.hinge_force_edge],
             )
         angular = 1 if self.settings.bending_model == "ANGULAR" else 0
         wp.launch(
@@ -276,33 +300,60 @@ class ClothSimulator:
                 inv_len,
                 angular,
             ],
-            outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag, buf.spring_dfdx, buf.spring_dfdv],
+            outputs=[buf.spring_force, buf.spring_dfdx, buf.spring_dfdv],
         )
         hh = dt(h)
         wp.launch(
             k_.assemble_vertices,
             dim=n,
             device=d,
-            inputs=[v, buf.force, buf.dfdx_diag, buf.dfdv_diag, params, hh],
+            inputs=[
+                v,
+                buf.force,
+                buf.dfdx_diag,
+                buf.dfdv_diag,
+                buf.hinge_force_a,
+                buf.hinge_force_b,
+                buf.hinge_force_edge,
+                self.vertex_hinge_offsets,
+                self.vertex_hinge_ids,
+                self.vertex_hinge_roles,
+                buf.spring_force,
+                buf.spring_dfdx,
+                buf.spring_dfdv,
+                self.vertex_spring_offsets,
+                self.vertex_spring_ids,
+                self.vertex_spring_other,
+                self.vertex_spring_sign,
+                params,
+                hh,
+            ],
             outputs=[buf.system_diag, buf.rhs],
         )
         wp.launch(
             k_.assemble_springs,
             dim=n_springs,
             device=d,
-            inputs=[v, self.spring_vertices, buf.spring_dfdx, buf.spring_dfdv, hh],
-            outputs=[buf.system_offdiag, buf.rhs],
+            inputs=[buf.spring_dfdx, buf.spring_dfdv, hh],
+            outputs=[buf.system_offdiag],
         )
-        buf.delta.zero_()
-        buf.curvature.zero_()
         buf.active.zero_()
         wp.launch(
             k_.cg_init,
             dim=n,
             device=d,
             inputs=[buf.rhs, self.pinned],
-            outputs=[buf.residual[0], buf.direction[0], buf.dv[0], buf.delta],
+            outputs=[buf.residual[0], buf.direction[0], buf.dv[0]],
         )
+        chunks = buf.delta_partials.shape[1]
+        wp.launch(
+            k_.dot_partials,
+            dim=chunks,
+            device=d,
+            inputs=[buf.residual[0], buf.residual[0], 0],
+            outputs=[buf.delta_partials],
+        )
+        wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.delta_partials, 0], outputs=[buf.delta])
         if not in_graph:
             buf.frozen.fill_(frozen_count)
         wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
@@ -313,20 +364,30 @@ class ClothSimulator:
         for k in range(iterations):
             a = k % 2 if ping_pong else k
             b = (k + 1) % 2 if ping_pong else k + 1
-            buf.offdiag_product[a].zero_()
             wp.launch(
-                k_.matvec_springs,
-                dim=n_springs,
-                device=d,
-                inputs=[buf.system_offdiag, self.spring_vertices, buf.direction[a]],
-                outputs=[buf.offdiag_product[a]],
-            )
-            wp.launch(
-                k_.matvec_vertices,
+                k_.matvec,
                 dim=n,
                 device=d,
-                inputs=[buf.system_diag, buf.direction[a], buf.offdiag_product[a], self.pinned, k],
-                outputs=[buf.product[a], buf.curvature],
+                inputs=[
+                    buf.system_diag,
+                    buf.system_offdiag,
+                    self.vertex_spring_offsets,
+                    self.vertex_spring_ids,
+                    self.vertex_spring_other,
+                    buf.direction[a],
+                    self.pinned,
+                ],
+                outputs=[buf.product[a]],
+            )
+            wp.launch(
+                k_.dot_partials,
+                dim=chunks,
+                device=d,
+                inputs=[buf.direction[a], buf.product[a], k],
+                outputs=[buf.curvature_partials],
+            )
+            wp.launch(
+                k_.dot_total, dim=1, device=d, inputs=[buf.curvature_partials, k], outputs=[buf.curvature]
             )
             wp.launch(
                 k_.cg_update,
@@ -338,11 +399,20 @@ class ClothSimulator:
                     buf.direction[a],
                     buf.product[a],
                     buf.curvature,
+                    buf.delta,
                     buf.active,
                     k,
                 ],
-                outputs=[buf.dv[b], buf.residual[b], buf.delta],
+                outputs=[buf.dv[b], buf.residual[b]],
             )
+            wp.launch(
+                k_.dot_partials,
+                dim=chunks,
+                device=d,
+                inputs=[buf.residual[b], buf.residual[b], k + 1],
+                outputs=[buf.delta_partials],
+            )
+            wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.delta_partials, k + 1], outputs=[buf.delta])
             wp.launch(
                 k_.cg_direction,
                 dim=n,
@@ -447,9 +517,7 @@ class ClothSimulator:
                     (wp.zeros(n, dtype=self.vec3, device=d), wp.zeros(n, dtype=self.vec3, device=d)),
                 ]
             if self._forward_buffers is None:
-                self._forward_buffers = SubstepBuffers(
-                    n, len(self.topology.spring_kind), 2, self.dtype, d, False
-                )
+                self._forward_buffers = self.make_buffers(2, requires_grad=False)
             buf = self._forward_buffers
 
             def write_output(frame: int, x_now: wp.array) -> None:
@@ -523,6 +591,18 @@ class ClothSimulator:
         the graph always runs the 100 masked CG iterations). Set ``graphs_enabled`` to
         False to launch kernel by kernel with host convergence checks instead."""
         return self.graphs_enabled
+
+    def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
+        top = self.topology
+        return SubstepBuffers(
+            self.vertex_count,
+            len(top.spring_kind),
+            len(top.hinge_spring),
+            cg_sets,
+            self.dtype,
+            self.device,
+            requires_grad,
+        )
 
     def load_modules(self) -> None:
         """Compile/load every kernel module now: a graph capture must not load any."""

@@ -211,3 +211,41 @@ def _linear_bending_springs(springs: list[tuple[int, int, int]]) -> list[tuple[i
                 joined.add(key)
                 bend.append((key[0], key[1], SPRING_BENDING_LINEAR))
     return list(reversed(bend)) + springs
+
+
+def vertex_tables(top: Topology, n: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """Per-vertex (CSR) tables in spring and hinge order.
+
+    Springs: offsets (n + 1), spring ids, the other vertex, sign (+1: the vertex is the
+    spring's first vertex and receives its force; -1: the second, receives the negative).
+    Hinges: offsets, hinge ids, role bits (1: in face a, 2: in face b, 4: on the hinge edge).
+    """
+    s = top.spring_vertices
+    ids = np.arange(len(s), dtype=np.int64)
+    vertex = np.concatenate([s[:, 0], s[:, 1]])
+    spring = np.concatenate([ids, ids])
+    other = np.concatenate([s[:, 1], s[:, 0]])
+    sign = np.concatenate([np.ones(len(s)), -np.ones(len(s))])
+    order = np.lexsort((spring, vertex))
+    spring_offsets = np.concatenate([[0], np.cumsum(np.bincount(vertex, minlength=n))])
+    spring_table = (spring_offsets, spring[order], other[order], sign[order])
+
+    roles: dict[tuple[int, int], int] = {}
+    flat = top.hinge_face_vertices
+    for h in range(len(top.hinge_spring)):
+        (sa, ca), (sb, cb) = top.hinge_face_a[h], top.hinge_face_b[h]
+        for v in flat[sa : sa + ca]:
+            roles[(int(v), h)] = roles.get((int(v), h), 0) | 1
+        for v in flat[sb : sb + cb]:
+            roles[(int(v), h)] = roles.get((int(v), h), 0) | 2
+        for v in top.hinge_vertices[h]:
+            roles[(int(v), h)] = roles.get((int(v), h), 0) | 4
+    keys = sorted(roles)
+    hinge_vertex = np.array([k[0] for k in keys], dtype=np.int64)
+    hinge_offsets = np.concatenate([[0], np.cumsum(np.bincount(hinge_vertex, minlength=n))])
+    hinge_table = (
+        hinge_offsets,
+        np.array([k[1] for k in keys], dtype=np.int64),
+        np.array([roles[k] for k in keys], dtype=np.int64),
+    )
+    return tuple(a.astype(np.int32) for a in spring_table), tuple(a.astype(np.int32) for a in hinge_table)
