@@ -288,14 +288,18 @@ def test_large_file_rejected_before_reading(tmp_path: Path) -> None:
     with pytest.raises(pr.PresetError, match=r"is 10485\d+ bytes, larger than 64 KiB"):
         pr.load_preset_file(big)
     assert time.perf_counter() - t0 < 0.5
-    # a sparse file of 64 GiB: reading it would take minutes; the stat check answers at once
+    # a sparse file of 4 GiB: reading it would take seconds and the memory; the stat check answers at once
     sparse = tmp_path / "sparse.json"
-    with open(sparse, "wb") as f:
-        f.truncate(64 << 30)
-    t0 = time.perf_counter()
-    with pytest.raises(pr.PresetError, match="larger than 64 KiB"):
-        pr.load_preset_file(sparse)
-    assert time.perf_counter() - t0 < 0.5
+    try:
+        with open(sparse, "wb") as f:
+            f.truncate(4 << 30)
+    except OSError:
+        sparse.unlink(missing_ok=True)  # no sparse files here; the 10 MB case above still ran
+    else:
+        t0 = time.perf_counter()
+        with pytest.raises(pr.PresetError, match="larger than 64 KiB"):
+            pr.load_preset_file(sparse)
+        assert time.perf_counter() - t0 < 0.5
     with pytest.raises(pr.PresetError, match="larger than 64 KiB"):
         pr.parse_preset("x" * (64 * 1024 + 1), "text")
 
