@@ -152,3 +152,16 @@ def test_graph_and_kernel_by_kernel_backward_agree(problem) -> None:
         sim.graphs_enabled = True
     for a, b in zip(graph_grads, plain_grads, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_tape_memory_is_x_and_v_per_substep(precision: str) -> None:
+    from warp_core.adjoint import tape_bytes_per_vertex_substep
+
+    sim = ClothSimulator(grid_mesh(5, 5), ClothParams(quality=3), precision=precision)
+    tape = wp.Tape()
+    with tape:
+        rollout = sim.rollout(6, [6])
+    states = rollout.state_x.capacity + rollout.state_v.capacity
+    per_vertex_substep = states / (sim.vertex_count * (len(rollout.cg_iterations) + 1))
+    assert per_vertex_substep == tape_bytes_per_vertex_substep(sim) == (24 if precision == "float32" else 48)

@@ -21,15 +21,17 @@ def tape_bytes_per_vertex_substep(sim: ClothSimulator) -> int:
 
 
 def recompute_bytes(sim: ClothSimulator, cg_iterations: int) -> int:
-    """Transient bytes of one substep's recompute buffers (values and gradients)."""
-    scalar = 4 if sim.precision == "float32" else 8
-    n = sim.vertex_count
-    n_springs = len(sim.topology.spring_kind)
-    vec_arrays = 2 + 5 * cg_iterations + 3
-    mat_arrays_n = 3
-    mat_arrays_s = 3
-    per_copy = scalar * (3 * n * vec_arrays + 9 * n * mat_arrays_n + 9 * n_springs * mat_arrays_s)
-    return 2 * per_copy
+    """Transient bytes of the recompute buffers (values and gradients) for a substep of
+    ``cg_iterations`` CG iterations; with captured graphs every substep keeps buffers for
+    all 100. Allocated once per backward pass, not per substep."""
+    if sim.use_graphs:
+        cg_iterations = CG_MAX_ITERATIONS
+    buf = sim.make_buffers(max(cg_iterations, 1), requires_grad=False)
+    arrays = [a for a in vars(buf).values() if isinstance(a, wp.array)]
+    arrays += [a for value in vars(buf).values() if isinstance(value, list) for a in value]
+    # x, v in and out, and the parameters, are the other arrays with gradients
+    extra = 4 * sim.vertex_count * 3 * (4 if sim.precision == "float32" else 8)
+    return 2 * (sum(a.capacity for a in arrays) + extra)
 
 
 def _grow_buffers(sim: ClothSimulator, current: SubstepBuffers | None, iterations: int) -> SubstepBuffers:
