@@ -71,6 +71,7 @@ def test_recovers_known_parameters_from_three_times_off(scene, truth, names, fra
         assert result.initial_params[name] == pytest.approx(3 * truth[name])
     assert result.rmse_m < 1e-4
     assert result.iterations <= 30
+    assert result.stop_reason == "converged_loss"  # reached the 1 micrometre tolerance
     assert seen[0] == 0 and len(seen) == result.iterations + 1
     assert result.n_forward > result.iterations
     assert all(math.isfinite(v) for v in result.loss_history)

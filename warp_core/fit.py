@@ -139,6 +139,8 @@ class FitSettings:
     max_iterations: int = 30
     time_budget_s: float | None = None
     rel_loss_tol: float = 1e-10
+    # stop once the targets are matched this closely: below Blender's own float32 noise
+    rmse_tolerance_m: float = 1e-6
     device: str = "cpu"
     precision: str = "float64"
     adam_lr: float = 0.05
@@ -400,7 +402,15 @@ def fit(
     optimizer = settings.optimizer
     if optimizer == "auto":
         optimizer = "lm" if spec.n_free <= LM_MAX_PARAMETERS else "adam"
+    # loss = 0.5 * (number of matched points) * RMSE^2 for the vertex loss, and
+    # 0.5 * (number of target frames) * RMSE^2 for the surface loss (a mean per frame)
+    points = (
+        problem.mesh.vertex_count * len(problem.targets)
+        if objective.kind == "vertex"
+        else len(problem.targets)
+    )
     opt_settings = OptimizeSettings(
+        abs_loss_tol=0.5 * points * settings.rmse_tolerance_m**2,
         max_iterations=settings.max_iterations,
         rel_loss_tol=settings.rel_loss_tol,
         time_budget_s=settings.time_budget_s,

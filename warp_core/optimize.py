@@ -212,6 +212,7 @@ class GradientProblem(Protocol):
 class OptimizeSettings:
     max_iterations: int = 30
     rel_loss_tol: float = 1e-8  # stop when an accepted step changes the loss by less (relative)
+    abs_loss_tol: float = 0.0  # stop once the loss is at or below this (already good enough)
     grad_tol: float = 1e-12  # stop when the log-space (projected) gradient norm is below
     time_budget_s: float | None = None
     lm_initial_damping: float = 1e-3
@@ -497,7 +498,7 @@ def levenberg_marquardt(
         jac = new_jac
         if progress is not None:
             progress(len(history) - 1, loss, dict(values))
-        if rel_change < settings.rel_loss_tol or loss == 0.0:
+        if rel_change < settings.rel_loss_tol or loss <= settings.abs_loss_tol:
             return result("converged_loss")
     return result("max_iterations")
 
@@ -593,7 +594,7 @@ def adam(
         history.append(loss)
         if progress is not None:
             progress(len(history) - 1, loss, dict(values))
-        if rel_change < settings.rel_loss_tol or loss == 0.0:
+        if rel_change < settings.rel_loss_tol or loss <= settings.abs_loss_tol:
             return result("converged_loss")
     return result("max_iterations")
 
