@@ -10,7 +10,7 @@ buffers.
 import numpy as np
 import warp as wp
 
-from .integrators import CG_MAX_ITERATIONS
+from .integrators import CG_MAX_ITERATIONS, substep_times
 from .simulation import ClothSimulator, Rollout, SubstepBuffers
 
 
@@ -98,8 +98,7 @@ def record_rollout_backward(
                 old,
                 new,
                 k == 0,
-                float(starts[k]) / time_scale,
-                float(np.float32(starts[k] + np.float32(h))) / time_scale,
+                *substep_times(starts[k], h, time_scale),
                 h,
                 x_out,
                 v_out,

@@ -101,30 +101,26 @@ def force_kernels(dtype) -> SimpleNamespace:
         return arctan2(wp.dot(wp.cross(na, nb), edge), wp.dot(na, nb))
 
     @wp.func
-    def choi_ko_compression(length: dtype, rest: dtype, kb: dtype, cb: dtype):
-        # Blender's fbstar(): the larger of the Choi-Ko polynomial and the linear force
-        t = length / rest
-        fb = kb * (
+    def choi_ko_polynomial(t: dtype):
+        # Blender's fb(): the Choi-Ko compression curve in the length ratio t = l / L
+        return (
             dtype(-11.541) * t * t * t * t
             + dtype(34.193) * t * t * t
             - dtype(39.083) * t * t
             + dtype(23.116) * t
             - dtype(9.713)
         )
-        lin = cb * (length - rest)
-        return wp.max(fb, lin)
+
+    @wp.func
+    def choi_ko_compression(length: dtype, rest: dtype, kb: dtype, cb: dtype):
+        # Blender's fbstar(): the larger of the Choi-Ko polynomial and the linear force
+        return wp.max(kb * choi_ko_polynomial(length / rest), cb * (length - rest))
 
     @wp.func
     def choi_ko_slope(length: dtype, rest: dtype, kb: dtype, cb: dtype):
         # Blender's fbstar_jacobi (already negated)
         t = length / rest
-        fb = kb * (
-            dtype(-11.541) * t * t * t * t
-            + dtype(34.193) * t * t * t
-            - dtype(39.083) * t * t
-            + dtype(23.116) * t
-            - dtype(9.713)
-        )
+        fb = kb * choi_ko_polynomial(t)
         lin = cb * (length - rest)
         slope = -cb
         if fb >= lin:

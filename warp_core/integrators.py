@@ -42,6 +42,12 @@ def substep_schedule(quality: int, time_scale: float) -> tuple[float, np.ndarray
     return float(dt), np.array(starts, dtype=np.float32)
 
 
+def substep_times(start: float, h: float, time_scale: float) -> tuple[float, float]:
+    """Goal-spring time at the substep start and the pin time at its end, as fractions of
+    the frame (Blender divides by time_scale so pinned motion is not scaled)."""
+    return float(start) / time_scale, float(np.float32(np.float32(start) + np.float32(h))) / time_scale
+
+
 @functools.cache
 def solver_kernels(dtype) -> SimpleNamespace:
     fk = force_kernels(dtype)

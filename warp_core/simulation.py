@@ -15,7 +15,14 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
-from .integrators import CG_MAX_ITERATIONS, CG_TOLERANCE, DOT_CHUNK, solver_kernels, substep_schedule
+from .integrators import (
+    CG_MAX_ITERATIONS,
+    CG_TOLERANCE,
+    DOT_CHUNK,
+    solver_kernels,
+    substep_schedule,
+    substep_times,
+)
 from .mesh import ClothMesh
 from .params import PARAMETER_NAMES, ClothParams
 from .topology import build_topology, vertex_tables
@@ -558,8 +565,7 @@ class ClothSimulator:
                             goal[fi],
                             goal[fi + 1],
                             k == 0,
-                            float(start) / self.settings.time_scale,
-                            float(np.float32(start + np.float32(h))) / self.settings.time_scale,
+                            *substep_times(start, h, self.settings.time_scale),
                             h,
                             x_next,
                             v_next,
@@ -643,8 +649,7 @@ class ClothSimulator:
                     io.goal_old,
                     io.goal_new,
                     k == 0,
-                    float(start) / self.settings.time_scale,
-                    float(np.float32(start + np.float32(h))) / self.settings.time_scale,
+                    *substep_times(start, h, self.settings.time_scale),
                     h,
                     io.x_next,
                     io.v_next,
