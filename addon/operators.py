@@ -39,8 +39,8 @@ def _summary(record: dict) -> str:
     return f"Fitted {record.get('name')}: " + ", ".join(parts) + f"; {rmse}"
 
 
-def _finish(op: bpy.types.Operator, context: bpy.types.Context, session: fitting.FitSession) -> set[str]:
-    """End of the modal fit: all scene writes happen here, on the main thread, in one undo step."""
+def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
+    """Remove the modal fit's timer, progress bar and status text, and end its session."""
     wm = context.window_manager
     timer = getattr(op, "_timer", None)
     if timer is not None:
@@ -49,6 +49,11 @@ def _finish(op: bpy.types.Operator, context: bpy.types.Context, session: fitting
     wm.progress_end()
     _status(context, None)
     fitting.end_session()
+
+
+def _finish(op: bpy.types.Operator, context: bpy.types.Context, session: fitting.FitSession) -> set[str]:
+    """End of the modal fit: all scene writes happen here, on the main thread, in one undo step."""
+    _end_modal(op, context)
     _redraw_panels(context)
     job = session.job
     if job.error is not None:
@@ -144,13 +149,7 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
         session = fitting.active_session()
         if session is not None:
             session.job.cancel()
-        timer = getattr(self, "_timer", None)
-        if timer is not None:
-            context.window_manager.event_timer_remove(timer)
-            self._timer = None
-        context.window_manager.progress_end()
-        _status(context, None)
-        fitting.end_session()
+        _end_modal(self, context)
 
 
 class OBJECT_OT_fit_to_target_cancel(bpy.types.Operator):

@@ -110,18 +110,23 @@ def _user_only(operator: bpy.types.Operator, preset: Preset, action: str) -> boo
 # ---------------------------------------------------------------------------- operators
 
 
-class FIT_OT_preset_apply(bpy.types.Operator):
-    """Set the active object's cloth settings to this material preset"""
+class _ActiveObjectPresetOperator(bpy.types.Operator):
+    """Base for the operators that use a preset on the active object (undoable)."""
 
-    bl_idname = "fit.preset_apply"
-    bl_label = "Apply Preset"
     bl_options = {"REGISTER", "UNDO"}
-
-    name: StringProperty(name="Preset", description="Name of the preset to apply")
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
         return context.active_object is not None
+
+
+class FIT_OT_preset_apply(_ActiveObjectPresetOperator):
+    """Set the active object's cloth settings to this material preset"""
+
+    bl_idname = "fit.preset_apply"
+    bl_label = "Apply Preset"
+
+    name: StringProperty(name="Preset", description="Name of the preset to apply")
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         ob = context.active_object
@@ -141,18 +146,13 @@ class FIT_OT_preset_apply(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class FIT_OT_preset_use_as_start(bpy.types.Operator):
+class FIT_OT_preset_use_as_start(_ActiveObjectPresetOperator):
     """Start the next fit of the active object from this preset's values instead of the modifier's"""
 
     bl_idname = "fit.preset_use_as_start"
     bl_label = "Use Preset as Fit Start"
-    bl_options = {"REGISTER", "UNDO"}
 
     name: StringProperty(name="Preset", description="Name of the preset to start from")
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        return context.active_object is not None
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         ob = context.active_object

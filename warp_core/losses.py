@@ -485,6 +485,42 @@ class SurfaceDistance:
             record_tape=False,
         )
 
+    def _check_residual_array(self, array: wp.array, like: wp.array, name: str) -> None:
+        if (
+            not _same_type(array.dtype, like.dtype)
+            or len(array) != self.cloth_vertex_count + self.target_vertex_count
+        ):
+            raise ValueError(f"{name} must be n_cloth + n_target vec3 of the positions' dtype")
+
+    def _launch_both_directions(
+        self,
+        out: wp.array,
+        cloth_kernel: Any,
+        cloth_inputs: list,
+        target_kernel: Any,
+        points: wp.array,
+        target_inputs: list,
+    ) -> None:
+        """Launch ``cloth_kernel`` over the cloth vertices, then ``target_kernel`` over the
+        target vertices with the last correspondences (``points``, cloth triangles, closest
+        faces and barycentrics, then ``target_inputs``); both write into ``out``."""
+        wp.launch(
+            cloth_kernel, dim=self.cloth_vertex_count, inputs=cloth_inputs, outputs=[out], device=self.device
+        )
+        wp.launch(
+            target_kernel,
+            dim=self.target_vertex_count,
+            inputs=[
+                points,
+                self.cloth_triangles,
+                self.target_closest_faces,
+                self.target_closest_barycentrics,
+                *target_inputs,
+            ],
+            outputs=[out],
+            device=self.device,
+        )
+
     def launch_loss(
         self, positions: wp.array, loss: wp.array, scale: float = 1.0, update: bool = True
     ) -> None:
@@ -497,107 +533,58 @@ class SurfaceDistance:
             raise ValueError("loss must have the positions' scalar dtype")
         if update:
             self.update_correspondences(positions)
-        k = _vertex_kernels(self.dtype)
-        wp.launch(
-            k.weighted_squared_distance_sum,
-            dim=self.cloth_vertex_count,
-            inputs=[positions, self.cloth_closest_points, self.cloth_weights, self.dtype(scale)],
-            outputs=[loss],
-            device=self.device,
-        )
-        wp.launch(
+        scale = self.dtype(scale)
+        self._launch_both_directions(
+            loss,
+            _vertex_kernels(self.dtype).weighted_squared_distance_sum,
+            [positions, self.cloth_closest_points, self.cloth_weights, scale],
             self._kernels.surface_points_squared_distance_sum,
-            dim=self.target_vertex_count,
-            inputs=[
-                positions,
-                self.cloth_triangles,
-                self.target_closest_faces,
-                self.target_closest_barycentrics,
-                self.target_points,
-                self.target_weights,
-                self.dtype(scale),
-            ],
-            outputs=[loss],
-            device=self.device,
+            positions,
+            [self.target_points, self.target_weights, scale],
         )
 
     def launch_residuals(self, positions: wp.array, residuals: wp.array, update: bool = True) -> None:
         """Residuals as a vec3 array of length ``n_cloth + n_target`` (see the class docstring)."""
         positions = self._as_positions(positions)
-        if (
-            not _same_type(residuals.dtype, positions.dtype)
-            or len(residuals) != self.cloth_vertex_count + self.target_vertex_count
-        ):
-            raise ValueError("residuals must be n_cloth + n_target vec3 of the positions' dtype")
+        self._check_residual_array(residuals, positions, "residuals")
         if update:
             self.update_correspondences(positions)
-        wp.launch(
+        self._launch_both_directions(
+            residuals,
             _vertex_kernels(self.dtype).weighted_vertex_residuals,
-            dim=self.cloth_vertex_count,
-            inputs=[positions, self.cloth_closest_points, self.cloth_weights],
-            outputs=[residuals],
-            device=self.device,
-        )
-        wp.launch(
+            [positions, self.cloth_closest_points, self.cloth_weights],
             self._kernels.surface_points_residuals,
-            dim=self.target_vertex_count,
-            inputs=[
-                positions,
-                self.cloth_triangles,
-                self.target_closest_faces,
-                self.target_closest_barycentrics,
-                self.target_points,
-                self.target_weights,
-                self.cloth_vertex_count,
-            ],
-            outputs=[residuals],
-            device=self.device,
+            positions,
+            [self.target_points, self.target_weights, self.cloth_vertex_count],
         )
 
     def launch_residual_tangents(self, tangents: wp.array, residual_tangents: wp.array) -> None:
         """``dr = (dr/dx) dx`` for a position tangent, with the last correspondences fixed."""
         tangents = self._as_positions(tangents)
-        if not _same_type(residual_tangents.dtype, tangents.dtype) or (
-            len(residual_tangents) != self.cloth_vertex_count + self.target_vertex_count
-        ):
-            raise ValueError("residual_tangents must be n_cloth + n_target vec3 of the positions' dtype")
-        wp.launch(
+        self._check_residual_array(residual_tangents, tangents, "residual_tangents")
+        self._launch_both_directions(
+            residual_tangents,
             self._kernels.weighted_vertex_residual_tangents,
-            dim=self.cloth_vertex_count,
-            inputs=[tangents, self.cloth_weights],
-            outputs=[residual_tangents],
-            device=self.device,
-        )
-        wp.launch(
+            [tangents, self.cloth_weights],
             self._kernels.surface_points_residual_tangents,
-            dim=self.target_vertex_count,
-            inputs=[
-                tangents,
-                self.cloth_triangles,
-                self.target_closest_faces,
-                self.target_closest_barycentrics,
-                self.target_weights,
-                self.cloth_vertex_count,
-            ],
-            outputs=[residual_tangents],
-            device=self.device,
+            tangents,
+            [self.target_weights, self.cloth_vertex_count],
         )
+
+    def _residual_vector(self, launch: Any, x: wp.array | np.ndarray) -> np.ndarray:
+        out = wp.zeros(
+            self.cloth_vertex_count + self.target_vertex_count, dtype=self.vec3, device=self.device
+        )
+        launch(x, out)
+        return out.numpy().astype(np.float64).ravel()
 
     def residuals(self, positions: wp.array | np.ndarray) -> np.ndarray:
         """Flattened residual vector (float64) for cloth positions; updates correspondences."""
-        out = wp.zeros(
-            self.cloth_vertex_count + self.target_vertex_count, dtype=self.vec3, device=self.device
-        )
-        self.launch_residuals(positions, out, update=True)
-        return out.numpy().astype(np.float64).ravel()
+        return self._residual_vector(self.launch_residuals, positions)
 
     def residual_tangents(self, tangents: wp.array | np.ndarray) -> np.ndarray:
         """Flattened ``(dr/dx) dx`` (float64), with the correspondences of the last update."""
-        out = wp.zeros(
-            self.cloth_vertex_count + self.target_vertex_count, dtype=self.vec3, device=self.device
-        )
-        self.launch_residual_tangents(tangents, out)
-        return out.numpy().astype(np.float64).ravel()
+        return self._residual_vector(self.launch_residual_tangents, tangents)
 
     def value(self, positions: wp.array | np.ndarray) -> float:
         """``D(x)`` as a float (updates correspondences)."""

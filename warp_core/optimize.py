@@ -276,6 +276,37 @@ class _Counter:
         self.gradients = 0
 
 
+def _result(
+    stop: str,
+    spec: ParameterSpec,
+    values: dict[str, float],
+    initial_values: dict[str, float],
+    history: list[float],
+    loss: float,
+    jacobian: np.ndarray | None,
+    counter: _Counter,
+    clock: _Clock,
+    warnings: list[str],
+) -> OptimizeResult:
+    """The result of a run that stopped for ``stop`` at ``values`` (the best so far)."""
+    return OptimizeResult(
+        values=dict(values),
+        initial_values=initial_values,
+        loss_history=history,
+        iterations=len(history) - 1,
+        n_residual_evals=counter.residuals,
+        n_jacobian_evals=counter.jacobians,
+        n_gradient_evals=counter.gradients,
+        stop_reason=stop,
+        cancelled=stop == "cancelled",
+        seconds=clock.elapsed(),
+        jacobian=jacobian,
+        best_loss=loss,
+        free_names=list(spec.free_names),
+        warnings=warnings,
+    )
+
+
 def _eval_residuals(
     problem: LeastSquaresProblem, values: dict[str, float], counter: _Counter
 ) -> np.ndarray | None:
@@ -413,22 +444,7 @@ def levenberg_marquardt(
         return spec.jacobian_to_free(problem.jacobian(v), v)
 
     def result(stop: str) -> OptimizeResult:
-        return OptimizeResult(
-            values=dict(values),
-            initial_values=initial_values,
-            loss_history=history,
-            iterations=len(history) - 1,
-            n_residual_evals=counter.residuals,
-            n_jacobian_evals=counter.jacobians,
-            n_gradient_evals=counter.gradients,
-            stop_reason=stop,
-            cancelled=stop == "cancelled",
-            seconds=clock.elapsed(),
-            jacobian=jac,
-            best_loss=loss,
-            free_names=list(spec.free_names),
-            warnings=warnings,
-        )
+        return _result(stop, spec, values, initial_values, history, loss, jac, counter, clock, warnings)
 
     jac = jacobian_at(values)
     if not np.all(np.isfinite(jac)):
@@ -532,22 +548,7 @@ def adam(
         progress(0, loss, dict(values))
 
     def result(stop: str) -> OptimizeResult:
-        return OptimizeResult(
-            values=dict(values),
-            initial_values=initial_values,
-            loss_history=history,
-            iterations=len(history) - 1,
-            n_residual_evals=counter.residuals,
-            n_jacobian_evals=counter.jacobians,
-            n_gradient_evals=counter.gradients,
-            stop_reason=stop,
-            cancelled=stop == "cancelled",
-            seconds=clock.elapsed(),
-            jacobian=None,
-            best_loss=loss,
-            free_names=list(spec.free_names),
-            warnings=warnings,
-        )
+        return _result(stop, spec, values, initial_values, history, loss, None, counter, clock, warnings)
 
     m = np.zeros_like(z)
     v = np.zeros_like(z)
