@@ -101,6 +101,25 @@ def force_kernels(dtype) -> SimpleNamespace:
         return arctan2(wp.dot(wp.cross(na, nb), edge), wp.dot(na, nb))
 
     @wp.func
+    def hinge_frame(
+        x: wp.array(dtype=vec3),
+        hinge_vertices: wp.array(dtype=wp.vec2i),
+        hinge_face_a: wp.array(dtype=wp.vec2i),
+        hinge_face_b: wp.array(dtype=wp.vec2i),
+        hinge_face_vertices: wp.array(dtype=wp.int32),
+        h: int,
+    ):
+        # face normals and the dihedral angle of hinge h; one function for the rest angle and
+        # the runtime angle, so a flat hinge at rest measures exactly its rest angle
+        i = hinge_vertices[h][0]
+        j = hinge_vertices[h][1]
+        fa = hinge_face_a[h]
+        fb = hinge_face_b[h]
+        na = hinge_normal(x[j], x[i], face_mean(x, hinge_face_vertices, fa[0], fa[1]))
+        nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
+        return na, nb, hinge_angle(x[i], x[j], na, nb)
+
+    @wp.func
     def choi_ko_polynomial(t: dtype):
         # Blender's fb(): the Choi-Ko compression curve in the length ratio t = l / L
         return (
@@ -150,13 +169,8 @@ def force_kernels(dtype) -> SimpleNamespace:
         hinge_rest_angle: wp.array(dtype=dtype),
     ):
         h = wp.tid()
-        i = hinge_vertices[h][0]
-        j = hinge_vertices[h][1]
-        fa = hinge_face_a[h]
-        fb = hinge_face_b[h]
-        na = hinge_normal(x[j], x[i], face_mean(x, hinge_face_vertices, fa[0], fa[1]))
-        nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
-        hinge_rest_angle[h] = hinge_angle(x[i], x[j], na, nb)
+        na, nb, angle = hinge_frame(x, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices, h)
+        hinge_rest_angle[h] = angle
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def vertex_forces(
@@ -220,13 +234,11 @@ def force_kernels(dtype) -> SimpleNamespace:
         face a gets ``hinge_force_a``, of face b ``hinge_force_b``, and both hinge-edge
         vertices lose ``hinge_force_edge`` (gathered per vertex in a fixed order)."""
         h = wp.tid()
+        na, nb, angle = hinge_frame(x, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices, h)
         i = hinge_vertices[h][0]
         j = hinge_vertices[h][1]
         fa = hinge_face_a[h]
         fb = hinge_face_b[h]
-        na = hinge_normal(x[j], x[i], face_mean(x, hinge_face_vertices, fa[0], fa[1]))
-        nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
-        angle = hinge_angle(x[i], x[j], na, nb)
         # damping acts on the face velocities relative to the hinge edge
         v_edge = (v[i] + v[j]) * dtype(0.5)
         va = face_mean(v, hinge_face_vertices, fa[0], fa[1]) - v_edge
