@@ -17,8 +17,8 @@ from pathlib import Path
 import bpy
 import numpy as np
 
+from ..warp_core.models.blender_cloth.simulator import ClothSimulator
 from ..warp_core.pc2 import write_pc2
-from ..warp_core.simulation import ClothSimulator
 from . import export
 from .fitting import FitInputError, check_object, prepare_fit, request_from_object, resolve_device
 

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import bpy
 
-from ..warp_core.params import PARAMETER_NAMES
+from ..warp_core.models.blender_cloth.params import PARAMETER_NAMES
 from . import export, fitting
 from .fitting import FitInputError, FitRequest, TargetSpec
 from .properties import TIE_GROUPS, resolve_ties

@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 
 from ..warp_core.mesh import ClothMesh
-from ..warp_core.params import CLOTH_SETTINGS_FIELDS, ClothParams
+from ..warp_core.models.blender_cloth.params import CLOTH_SETTINGS_FIELDS, ClothParams
 
 
 def find_cloth_modifier(ob: bpy.types.Object) -> bpy.types.ClothModifier | None:

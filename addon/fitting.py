@@ -22,7 +22,7 @@ import bpy
 import numpy as np
 
 from ..warp_core.fit import FitProblem, FitResult, FitSettings, Target
-from ..warp_core.params import CLOTH_SETTINGS_FIELDS, PARAMETER_NAMES
+from ..warp_core.models.blender_cloth.params import CLOTH_SETTINGS_FIELDS, PARAMETER_NAMES
 from . import export
 from .job import FitJob, JobMessage
 from .properties import MODEL_NAMES, fitted_parameters

@@ -6,7 +6,7 @@ import json
 
 import bpy
 
-from ..warp_core.params import PARAMETER_NAMES
+from ..warp_core.models.blender_cloth.params import PARAMETER_NAMES
 from . import fitting
 from .properties import parameter_label
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import bpy
 from bpy.props import BoolProperty, StringProperty
 
-from ..warp_core.params import PARAMETER_NAMES
+from ..warp_core.models.blender_cloth.params import PARAMETER_NAMES
 from ..warp_core.presets import (
     BUILTIN_DIR,
     MAX_NOTES_LENGTH,

@@ -15,7 +15,7 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..warp_core.params import PARAMETER_NAMES
+from ..warp_core.models.blender_cloth.params import PARAMETER_NAMES
 
 # Fitted unless the user says otherwise: the two a clamped or draped sheet shows best.
 DEFAULT_FIT = ("tension_stiffness", "bending_stiffness")

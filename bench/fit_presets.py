@@ -44,7 +44,8 @@ sys.path.insert(0, str(REPO))
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
 from warp_core.mesh import ClothMesh, grid_mesh  # noqa: E402
-from warp_core.params import ClothParams  # noqa: E402
+from warp_core.models.blender_cloth.params import ClothParams  # noqa: E402
+from warp_core.models.blender_cloth.simulator import ClothSimulator  # noqa: E402
 from warp_core.presets import (  # noqa: E402
     BUILTIN_DIR,
     Preset,
@@ -55,7 +56,6 @@ from warp_core.presets import (  # noqa: E402
     read_blender_cloth_preset,
     safe_filename,
 )
-from warp_core.simulation import ClothSimulator  # noqa: E402
 
 BLENDER_PRESETS = ("Cotton", "Denim", "Leather", "Rubber", "Silk")
 

@@ -22,7 +22,7 @@ import warp as wp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
-from warp_core.adjoint import recompute_bytes, tape_bytes_per_vertex_substep  # noqa: E402
+from warp_core.models.blender_cloth.adjoint import recompute_bytes, tape_bytes_per_vertex_substep  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 

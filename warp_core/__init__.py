@@ -1,10 +1,20 @@
-"""Fit to Target physics core: Blender's cloth model in Warp, gradients, losses, fitting.
+"""Fit to Target physics core: material models in Warp, gradients, losses, fitting.
 
 Never imports bpy: usable from plain Python, tests and farm jobs.
 """
 
 from .mesh import ClothMesh, grid_mesh
-from .params import PARAMETER_NAMES, ClothParams
-from .simulation import ClothSimulator, Rollout
+from .models import get_model, model_names, register_model
+from .models.blender_cloth import PARAMETER_NAMES, ClothParams, ClothSimulator, Rollout
 
-__all__ = ["ClothMesh", "ClothParams", "ClothSimulator", "PARAMETER_NAMES", "Rollout", "grid_mesh"]
+__all__ = [
+    "ClothMesh",
+    "ClothParams",
+    "ClothSimulator",
+    "PARAMETER_NAMES",
+    "Rollout",
+    "get_model",
+    "grid_mesh",
+    "model_names",
+    "register_model",
+]

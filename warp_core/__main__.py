@@ -46,7 +46,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     import warp as wp
 
     from .fit import FitError, FitSettings, fit
-    from .problem import load_problem
+    from .fit.problem_io import load_problem
 
     wp.config.log_level = wp.LOG_WARNING
     try:

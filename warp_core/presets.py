@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .params import PARAMETER_BOUNDS, PARAMETER_NAMES
+from .models.blender_cloth.params import PARAMETER_BOUNDS, PARAMETER_NAMES
 
 log = logging.getLogger(__name__)
 

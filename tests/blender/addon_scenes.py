@@ -32,7 +32,7 @@ from blender_ref import (
     world_positions,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TMP = Path(tempfile.mkdtemp(prefix="fit_to_target_addon_"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
@@ -42,8 +42,8 @@ operators = importlib.import_module(f"{_PACKAGE.__name__}.addon.operators")
 job_module = importlib.import_module(f"{_PACKAGE.__name__}.addon.job")
 cli = importlib.import_module(f"{_PACKAGE.__name__}.addon.cli")
 pc2 = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.pc2")
-simulation = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.simulation")
-params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.params")
+simulation = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.simulator")
+params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
 PARAMETER_NAMES = params_module.PARAMETER_NAMES
 CLOTH_SETTINGS_FIELDS = params_module.CLOTH_SETTINGS_FIELDS
 

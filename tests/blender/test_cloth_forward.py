@@ -45,7 +45,7 @@ def test_matches_blender(name: str, tolerance: float) -> None:
     ob = make_cloth_object(mesh, pin_weights=pins, settings=settings, frame_end=FRAMES)
     reference = run_blender_cloth(ob, FRAMES)
     exported_mesh, params = export_from_blender(ob)
-    sim = addon_package().warp_core.simulation.ClothSimulator(exported_mesh, params, device="cpu")
+    sim = addon_package().warp_core.ClothSimulator(exported_mesh, params, device="cpu")
     ours = sim.simulate(FRAMES)
     assert ours.shape == reference.shape
     displacement = np.abs(reference - reference[0]).max()
@@ -76,7 +76,7 @@ def test_pins_follow_an_animated_object() -> None:
     goals = export.sample_pin_goals(
         ob, bpy.context.evaluated_depsgraph_get(), scene, list(range(1, frames + 1))
     )
-    sim = addon_package().warp_core.simulation.ClothSimulator(exported_mesh, params, device="cpu")
+    sim = addon_package().warp_core.ClothSimulator(exported_mesh, params, device="cpu")
     ours = sim.simulate(frames, goals=goals)
     displacement = np.abs(reference - reference[0]).max()
     assert displacement > 0.5

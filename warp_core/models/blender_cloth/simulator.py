@@ -15,7 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
-from .integrators import (
+from ...mesh import ClothMesh
+from .params import PARAMETER_NAMES, ClothParams
+from .solver_kernels import (
     CG_MAX_ITERATIONS,
     CG_TOLERANCE,
     DOT_CHUNK,
@@ -23,8 +25,6 @@ from .integrators import (
     substep_schedule,
     substep_times,
 )
-from .mesh import ClothMesh
-from .params import PARAMETER_NAMES, ClothParams
 from .topology import build_topology, vertex_tables
 
 DTYPES = {"float32": wp.float32, "float64": wp.float64}

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .fit import FitProblem, Target, problem_metadata
-from .mesh import ClothMesh
-from .params import ClothParams
+from ..mesh import ClothMesh
+from ..models.blender_cloth.params import ClothParams
+from .engine import FitProblem, Target, problem_metadata
 
 FORMAT_VERSION = 1
 

@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .losses import SurfaceDistance, launch_vertex_distance_loss
-from .mesh import ClothMesh
+from ..losses import SurfaceDistance, launch_vertex_distance_loss
+from ..mesh import ClothMesh
+from ..models.blender_cloth.params import PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
+from ..models.blender_cloth.simulator import ClothSimulator
 from .optimize import (
     FitDivergedError,
     OptimizeResult,
@@ -32,8 +34,6 @@ from .optimize import (
     identifiability,
     levenberg_marquardt,
 )
-from .params import PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
-from .simulation import ClothSimulator
 
 LM_MAX_PARAMETERS = 8
 # Blender's solver rarely produces NaN: an unstable start (e.g. stiff explicit bending)

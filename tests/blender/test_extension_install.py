@@ -11,7 +11,7 @@ from types import ModuleType
 
 import bpy
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PKG_ID = "fit_to_target"
 REPO_MODULE = "user_default"
 EXT_MODULE = f"bl_ext.{REPO_MODULE}.{PKG_ID}"

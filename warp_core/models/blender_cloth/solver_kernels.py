@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
-from .energies import NO_FMA, PARAM_MASS, force_kernels
+from .force_kernels import NO_FMA, PARAM_MASS, force_kernels
 
 CG_TOLERANCE = 1.0e-4  # Blender: conjgrad_epsilon**2 with conjgrad_epsilon = 0.01
 CG_MAX_ITERATIONS = 100

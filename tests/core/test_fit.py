@@ -14,9 +14,9 @@ import pytest
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit
-from warp_core.problem import load_problem, save_problem
+from warp_core.fit.problem_io import load_problem, save_problem
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def clamped_sheet(n: int = 10) -> ClothMesh:

@@ -13,15 +13,15 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import blender_env
 import bpy
-import conftest
 import numpy as np
 import pytest
 
-PKG = conftest.import_addon_package()
+PKG = blender_env.import_addon_package()
 ui = importlib.import_module(f"{PKG.__name__}.addon.presets")
 core = importlib.import_module(f"{PKG.__name__}.warp_core.presets")
-PARAMETER_NAMES = importlib.import_module(f"{PKG.__name__}.warp_core.params").PARAMETER_NAMES
+PARAMETER_NAMES = importlib.import_module(f"{PKG.__name__}.warp_core.models.blender_cloth").PARAMETER_NAMES
 
 BUILTIN_NAMES = [p.name for p in core.list_presets(core.BUILTIN_DIR, None)]
 
@@ -95,7 +95,7 @@ def test_user_presets_dir_outside_an_extension_install() -> None:
     """Loaded as a plain package, presets go to the user scripts folder (the test profile)."""
     expected = Path(os.environ["BLENDER_USER_SCRIPTS"]) / "presets" / "fit_to_target"
     assert ui.user_presets_dir().resolve() == expected.resolve()
-    assert str(expected).startswith(str(conftest.SESSION_TMP))
+    assert str(expected).startswith(str(blender_env.SESSION_TMP))
 
 
 def test_user_presets_dir_of_an_installed_extension(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -394,11 +394,11 @@ def test_import_rejects_bad_files_and_writes_nothing(filename: str, user_dir: Pa
     src = tmp_path / "offered" / filename
     src.parent.mkdir()
     src.write_bytes(content)
-    before_session = tree(conftest.SESSION_TMP)
+    before_session = tree(blender_env.SESSION_TMP)
     before_tmp = tree(tmp_path)
     with pytest.raises(RuntimeError, match=f"Not imported: preset .*{filename}: .*{message}"):
         bpy.ops.fit.preset_import(filepath=str(src))
-    assert tree(conftest.SESSION_TMP) == before_session  # nothing written, user presets included
+    assert tree(blender_env.SESSION_TMP) == before_session  # nothing written, user presets included
     assert tree(tmp_path) == before_tmp
     assert list(user_dir.iterdir()) == []
     assert not marker.exists()

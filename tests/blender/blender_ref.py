@@ -21,21 +21,21 @@ from types import ModuleType
 import bpy
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_NAME = "fit_to_target"  # the extension id (blender_manifest.toml)
 
 
 def addon_package() -> ModuleType:
     """The repository root imported as a package.
 
-    Uses ``tests/conftest.py``'s importer when pytest has loaded it, else reuses a package
+    Uses ``blender_env``'s importer when pytest has loaded it, else reuses a package
     already imported from the repository root under any name, else imports it as
     ``fit_to_target`` through a symlink in a temporary directory (the checkout's
     directory name need not be a valid package name).
     """
-    conftest = sys.modules.get("conftest")
-    if conftest is not None and hasattr(conftest, "import_addon_package"):
-        return conftest.import_addon_package()
+    env = sys.modules.get("blender_env")
+    if env is not None:
+        return env.import_addon_package()
     init = (REPO_ROOT / "__init__.py").resolve()
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
@@ -50,7 +50,7 @@ def addon_package() -> ModuleType:
 _PACKAGE = addon_package()
 export = importlib.import_module(f"{_PACKAGE.__name__}.addon.export")
 _mesh_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.mesh")
-_params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.params")
+_params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
 ClothMesh = _mesh_module.ClothMesh
 ClothParams = _params_module.ClothParams
 grid_mesh = _mesh_module.grid_mesh

@@ -7,8 +7,8 @@ import pytest
 import warp as wp
 
 from warp_core import ClothMesh, ClothParams, grid_mesh
-from warp_core.params import PARAMETER_NAMES
-from warp_core.simulation import ClothSimulator
+from warp_core.models.blender_cloth.params import PARAMETER_NAMES
+from warp_core.models.blender_cloth.simulator import ClothSimulator
 
 vec3d = wp.types.vector(3, wp.float64)
 FRAME_END = 20
@@ -156,7 +156,7 @@ def test_graph_and_kernel_by_kernel_backward_agree(problem) -> None:
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 def test_tape_memory_is_x_and_v_per_substep(precision: str) -> None:
-    from warp_core.adjoint import tape_bytes_per_vertex_substep
+    from warp_core.models.blender_cloth.adjoint import tape_bytes_per_vertex_substep
 
     sim = ClothSimulator(grid_mesh(5, 5), ClothParams(quality=3), precision=precision)
     tape = wp.Tape()

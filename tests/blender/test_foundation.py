@@ -9,7 +9,7 @@ from pathlib import Path
 
 import bpy
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 WARP_CORE = REPO_ROOT / "warp_core"
 
 # Modules that exist only inside Blender (or the bpy wheel).

@@ -13,7 +13,7 @@ import bpy
 import pytest
 
 from warp_core import presets as pr
-from warp_core.params import PARAMETER_BOUNDS, PARAMETER_NAMES
+from warp_core.models.blender_cloth.params import PARAMETER_BOUNDS, PARAMETER_NAMES
 
 BLENDER_PRESETS = ("Cotton", "Denim", "Leather", "Rubber", "Silk")
 FITTED_PRESETS = ("Canvas", "Jersey Knit", "Linen", "PVC", "Wool Felt")

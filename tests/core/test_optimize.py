@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from warp_core.optimize import (
+from warp_core.fit.optimize import (
     FitDivergedError,
     OptimizeSettings,
     ParameterSpec,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .mesh import ClothMesh
+from ...mesh import ClothMesh
 
 SPRING_STRUCTURAL = 0
 SPRING_SHEAR = 1

@@ -10,8 +10,8 @@ buffers.
 import numpy as np
 import warp as wp
 
-from .integrators import CG_MAX_ITERATIONS, substep_times
-from .simulation import ClothSimulator, Rollout, SubstepBuffers
+from .simulator import ClothSimulator, Rollout, SubstepBuffers
+from .solver_kernels import CG_MAX_ITERATIONS, substep_times
 
 
 def tape_bytes_per_vertex_substep(sim: ClothSimulator) -> int:

@@ -1,0 +1,53 @@
+"""Material models by name.
+
+Built-in models are imported on first use, so importing the registry stays cheap and a
+model's Warp kernels are only compiled when it is used. Tests and extensions add their own
+with :func:`register_model`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import Model, ModelRollout, ModelSettings, Parameter, Simulator
+
+# name -> module (relative to this package) whose ``MODEL`` is the model
+_BUILTIN: dict[str, str] = {"blender_cloth": ".blender_cloth"}
+_REGISTERED: dict[str, Model] = {}
+
+
+def register_model(model: Model) -> None:
+    """Make ``model`` available under ``model.name`` (replacing one of the same name)."""
+    _REGISTERED[model.name] = model
+
+
+def unregister_model(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+def model_names() -> list[str]:
+    return list(dict.fromkeys([*_BUILTIN, *_REGISTERED]))
+
+
+def get_model(name: str) -> Model:
+    """The model called ``name``; ValueError naming the known models otherwise."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in _BUILTIN:
+        model = importlib.import_module(_BUILTIN[name], __name__).MODEL
+        _REGISTERED[name] = model
+        return model
+    raise ValueError(f"unknown model {name!r}; choose from {', '.join(model_names())}")
+
+
+__all__ = [
+    "Model",
+    "ModelRollout",
+    "ModelSettings",
+    "Parameter",
+    "Simulator",
+    "get_model",
+    "model_names",
+    "register_model",
+    "unregister_model",
+]
