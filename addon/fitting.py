@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import os
 import re
 import time
@@ -21,7 +20,9 @@ from typing import Any
 import bpy
 import numpy as np
 
+from ..warp_core.errors import UserError
 from ..warp_core.fit import FitProblem, FitResult, FitSettings, Target
+from ..warp_core.fit.report import format_mm, format_table, format_value, json_safe  # noqa: F401
 from ..warp_core.models.blender_cloth.params import CLOTH_SETTINGS_FIELDS, PARAMETER_NAMES
 from . import export
 from .job import FitJob, JobMessage
@@ -30,7 +31,7 @@ from .properties import MODEL_NAMES, fitted_parameters
 REPORT_VERSION = 1
 
 
-class FitInputError(ValueError):
+class FitInputError(UserError, ValueError):
     """The fit cannot start; the message (one line) says what to change."""
 
 
@@ -577,71 +578,7 @@ def revert(ob: bpy.types.Object) -> dict[str, Any]:
     return previous
 
 
-# -- formatting -----------------------------------------------------------------------------
-
-
-def format_value(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def format_mm(metres: Any) -> str:
-    if metres is None or not isinstance(metres, int | float) or not math.isfinite(metres):
-        return "-"
-    return f"{metres * 1000.0:.4g} mm"
-
-
-def format_table(record: dict[str, Any]) -> list[str]:
-    """Before -> after table of one object's result (batch output and reports)."""
-    name = record.get("name", "?")
-    if record.get("status") == "failed":
-        return [f"{name}: fit failed: {record.get('error', '')}"]
-    head = (
-        f"{name}: {record.get('model')}, {record.get('iterations')} iterations, "
-        f"{record.get('seconds', 0.0):.1f} s on {record.get('device')}"
-    )
-    if record.get("status") == "cancelled":
-        head += " (cancelled: best values so far)"
-    rows = [("parameter", "before", "after")]
-    ties = record.get("ties") or {}
-    initial = record.get("initial_params") or {}
-    for pname, after in (record.get("params") or {}).items():
-        label = pname + (f" (= {ties[pname]})" if pname in ties else "")
-        rows.append((label, format_value(initial.get(pname)), format_value(after)))
-    rows.append(("RMSE", format_mm(record.get("initial_rmse_m")), format_mm(record.get("rmse_m"))))
-    rows.append(("max error", "", format_mm(record.get("max_error_m"))))
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    w2 = max(len(r[2]) for r in rows)
-    lines = [head] + [f"  {a:<{w0}}  {b:>{w1}}  ->  {c:>{w2}}" for a, b, c in rows]
-    lines += [f"  warning: {w}" for w in record.get("warnings") or []]
-    return lines
-
-
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def json_safe(value: Any) -> Any:
-    """Plain JSON types; NaN and infinities become None (strict JSON has neither)."""
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return json_safe(value.tolist())
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
 
 
 def _a(kind: str) -> str:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .errors import UserError
 from .models.blender_cloth.params import PARAMETER_BOUNDS, PARAMETER_NAMES
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ PROVENANCE_KEYS: dict[str, str] = {
 }
 
 
-class PresetError(ValueError):
+class PresetError(UserError, ValueError):
     """A preset that cannot be read, written or used; the message names the file and the problem."""
 
 

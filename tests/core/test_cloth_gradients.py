@@ -75,7 +75,7 @@ def _loss(sim, x0, v0, target, iterations, values=None) -> float:
         sim.set_params(values)
     try:
         out = sim.rollout(FRAME_END, FRAMES, x0=wp.array(x0, dtype=vec3d), v0=wp.array(v0, dtype=vec3d),
-                          frozen_iterations=iterations, keep_states=False)
+                          frozen=iterations, keep_states=False)
     finally:
         sim.set_params(saved)
     return float(((out.numpy() - target) ** 2).sum())

@@ -102,5 +102,5 @@ def test_graph_and_kernel_by_kernel_paths_agree() -> None:
     a, b = graphs.rollout(12, keep_states=False), plain.rollout(12, keep_states=False)
     np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(a.cg_iterations, b.cg_iterations)
-    frozen = graphs.rollout(12, keep_states=False, frozen_iterations=a.cg_iterations)
+    frozen = graphs.rollout(12, keep_states=False, frozen=a.cg_iterations)
     np.testing.assert_array_equal(frozen.numpy(), a.numpy())

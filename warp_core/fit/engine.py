@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..errors import UserError
 from ..losses import SurfaceDistance, launch_vertex_distance_loss
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
@@ -46,7 +47,7 @@ DIVERGENCE_EXTENT = 1000.0
 TANGENT_STEP = 1e-2
 
 
-class FitError(RuntimeError):
+class FitError(UserError, RuntimeError):
     """A fit that cannot run or cannot start (message says what to change)."""
 
 
@@ -221,10 +222,6 @@ class ClothFitObjective:
         self._cache: tuple[tuple, np.ndarray, np.ndarray] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
-        top = self.sim.topology
-        self._structural = top.spring_vertices[top.spring_kind == 0]
-        v0 = problem.mesh.vertices
-        self._rest = np.linalg.norm(v0[self._structural[:, 1]] - v0[self._structural[:, 0]], axis=1)
         if self.kind == "vertex":
             self.weights = [
                 np.ones(n) if t.weights is None else np.asarray(t.weights, float) for t in self.targets
@@ -258,20 +255,15 @@ class ClothFitObjective:
             self.problem.frame_end,
             self.frames,
             self.problem.goals,
-            frozen_iterations=frozen,
-            keep_states=False,
+            frozen=frozen,
         )
         self.n_forward += 1
         x = rollout.numpy()
-        if not np.isfinite(x).all() or np.abs(x).max() > self._limit or self._max_stretch(x) > MAX_STRETCH:
+        if not np.isfinite(x).all() or np.abs(x).max() > self._limit or self.sim.max_stretch(x) > MAX_STRETCH:
             raise FloatingPointError(f"the simulation diverged at {_fmt(values)}")
         if frozen is None:
-            self._cache = (key, x, rollout.cg_iterations)
-        return x, rollout.cg_iterations
-
-    def _max_stretch(self, x: np.ndarray) -> float:
-        e = self._structural
-        return float((np.linalg.norm(x[:, e[:, 1]] - x[:, e[:, 0]], axis=2) / self._rest).max())
+            self._cache = (key, x, rollout.frozen)
+        return x, rollout.frozen
 
     def residuals(self, values: dict[str, float]) -> np.ndarray:
         x, _ = self.positions(values)

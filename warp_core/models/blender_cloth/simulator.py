@@ -104,6 +104,11 @@ class Rollout:
     state_v: wp.array | None = None
     extras: dict = field(default_factory=dict)
 
+    @property
+    def frozen(self) -> np.ndarray:
+        """Pass as ``rollout(frozen=...)`` to repeat this rollout's CG iteration counts."""
+        return self.cg_iterations
+
     def numpy(self) -> np.ndarray:
         return self.positions.numpy().astype(np.float64)
 
@@ -219,6 +224,17 @@ class ClothSimulator:
         self.settings = settings
         current = settings.values()
         self.params.assign(np.array([current[k] for k in PARAMETER_NAMES], dtype=self._np_float))
+
+    def max_stretch(self, positions: np.ndarray) -> float:
+        """Largest structural spring length over its rest length in ``positions`` (frames, N, 3)."""
+        top = self.topology
+        edges = top.spring_vertices[top.spring_kind == 0]
+        if not len(edges):
+            return 1.0
+        v0 = self.mesh.vertices
+        rest = np.linalg.norm(v0[edges[:, 1]] - v0[edges[:, 0]], axis=1)
+        lengths = np.linalg.norm(positions[:, edges[:, 1]] - positions[:, edges[:, 0]], axis=2)
+        return float((lengths / rest).max())
 
     def param_values(self) -> dict[str, float]:
         return dict(zip(PARAMETER_NAMES, self.params.numpy().astype(float), strict=True))
@@ -479,7 +495,7 @@ class ClothSimulator:
         goals: np.ndarray | None = None,
         x0: wp.array | None = None,
         v0: wp.array | None = None,
-        frozen_iterations: np.ndarray | None = None,
+        frozen: np.ndarray | None = None,
         keep_states: bool | None = None,
         check_every: int | None = None,
     ) -> Rollout:
@@ -542,7 +558,7 @@ class ClothSimulator:
                     n_frames,
                     x_init,
                     v_init,
-                    frozen_iterations,
+                    frozen,
                     counts,
                     state_x,
                     state_v,
@@ -556,7 +572,7 @@ class ClothSimulator:
                             x, v, x_next, v_next = state_x[s], state_v[s], state_x[s + 1], state_v[s + 1]
                         else:
                             (x, v), (x_next, v_next) = states[s % 2], states[(s + 1) % 2]
-                        frozen = -1 if frozen_iterations is None else int(frozen_iterations[s])
+                        frozen_count = -1 if frozen is None else int(frozen[s])
                         self.launch_substep(
                             buf,
                             self.params,
@@ -569,7 +585,7 @@ class ClothSimulator:
                             h,
                             x_next,
                             v_next,
-                            frozen_count=frozen,
+                            frozen_count=frozen_count,
                             check_every=check_every,
                         )
                         wp.launch(
