@@ -4,7 +4,7 @@
     blender -b SCENE.blend --python batch.py -- [ARGS]      # a Blender binary
     blender --command fit_to_target SCENE.blend [ARGS]      # with the extension installed
 
-All three run ``addon.cli.main``: same arguments, output, report and exit codes
+All three run ``addon.cli.command.main``: same arguments, output, report and exit codes
 (``python batch.py --help`` lists them). Inside a Blender binary that has the extension
 enabled, the installed copy is used; otherwise this checkout is loaded as the package
 ``fit_to_target`` and registered.
@@ -62,7 +62,7 @@ def main() -> int:
     wp.config.log_level = wp.LOG_WARNING
     argv = command_line()
     addon = load_addon()
-    cli = importlib.import_module(f"{addon.__name__}.addon.cli")
+    cli = importlib.import_module(f"{addon.__name__}.addon.cli.command")
     return cli.main(argv)
 
 

@@ -95,9 +95,19 @@ def download_wheel(wheels_dir: Path, platform: str) -> Path:
     if (existing := find_wheel(wheels_dir, platform)) is not None:
         return existing
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--python-version", PYTHON_VERSION, "--platform", PIP_PLATFORMS[platform],
-        "--dest", str(wheels_dir), f"{WARP_PACKAGE}=={WARP_VERSION}",
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        PYTHON_VERSION,
+        "--platform",
+        PIP_PLATFORMS[platform],
+        "--dest",
+        str(wheels_dir),
+        f"{WARP_PACKAGE}=={WARP_VERSION}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

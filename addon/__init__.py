@@ -1,6 +1,11 @@
 """Blender side of Fit to Target: everything that imports bpy lives under this package.
 
-Each submodule listed in ``_MODULES`` exposes a ``classes`` tuple; they are registered in
+``ui`` is what Blender shows (settings, panel, operators, preset menus); ``scene`` reads a
+fit's inputs from the scene and writes its results back; ``models`` holds each material
+model's scene side, by name; ``cli`` is the batch command. ``request``, ``session``,
+``job`` and ``warp_setup`` are shared by the panel and the batch command.
+
+Each module listed in ``_MODULES`` exposes a ``classes`` tuple; they are registered in
 order and unregistered in reverse. A module may also define ``register()`` /
 ``unregister()`` for what is not a class (properties on Blender types, CLI commands); those
 run after all classes are registered and before any is unregistered. Registering twice in
@@ -10,9 +15,10 @@ again safely.
 
 import bpy
 
-from . import cli, operators, panel, presets, properties
+from .cli import command
+from .ui import fit_operators, object_operators, panel, preset_menus, preset_operators, properties
 
-_MODULES = (properties, operators, panel, presets, cli)
+_MODULES = (properties, fit_operators, object_operators, panel, preset_operators, preset_menus, command)
 
 _registered: list[type] = []
 _hooked: list = []  # modules whose register() ran

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..warp_core.errors import one_line
 from ..warp_core.fit import FitError, FitProblem, FitResult, FitSettings, fit
 
 
@@ -116,15 +117,10 @@ class FitJob:
         try:
             result = self._fit(self.problem, self.settings, progress=self._progress, cancel=self._cancel)
         except (FitError, ValueError) as e:
-            self._queue.put(JobMessage("error", error=_one_line(e), elapsed_s=time.perf_counter() - self._t0))
+            self._queue.put(JobMessage("error", error=one_line(e), elapsed_s=time.perf_counter() - self._t0))
         except Exception as e:  # a bug: keep the traceback for the console, one line for the user
             traceback.print_exc(file=sys.stderr)
-            message = f"unexpected error in the fit: {type(e).__name__}: {_one_line(e)}"
+            message = f"unexpected error in the fit: {type(e).__name__}: {one_line(e)}"
             self._queue.put(JobMessage("error", error=message, elapsed_s=time.perf_counter() - self._t0))
         else:
             self._queue.put(JobMessage("done", result=result, elapsed_s=time.perf_counter() - self._t0))
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text or type(error).__name__

@@ -49,11 +49,9 @@ from warp_core.models.blender_cloth.simulator import ClothSimulator  # noqa: E40
 from warp_core.presets import (  # noqa: E402
     BUILTIN_DIR,
     Preset,
-    blender_preset_values,
     list_presets,
     load_preset_file,
     preset_to_json,
-    read_blender_cloth_preset,
     safe_filename,
 )
 
@@ -150,13 +148,30 @@ def blender_preset_files() -> dict[str, Path]:
     return out
 
 
+def addon_presets():
+    """The add-on's presets module (it reads Blender's ``.py`` presets), with this checkout
+    imported as the extension package so its relative imports resolve."""
+    import importlib
+    import importlib.util
+
+    if "fit_to_target" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "fit_to_target", REPO / "__init__.py", submodule_search_locations=[str(REPO)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["fit_to_target"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module("fit_to_target.addon.presets")
+
+
 def write_blender_presets() -> None:
     import bpy
 
+    presets = addon_presets()
     version = ".".join(str(v) for v in bpy.app.version[:2])
     for name, path in blender_preset_files().items():
-        settings = read_blender_cloth_preset(path)
-        values = blender_preset_values(settings)
+        settings = presets.read_blender_cloth_preset(path)
+        values = presets.blender_preset_values(settings)
         preset = Preset(
             name=name,
             values=values,

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .fit.report import format_table
+from .io import atomic_write_text
 
-def _write_json_atomic(path: Path, payload: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=path.parent or ".")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=1)
-    os.replace(tmp, path)
+if TYPE_CHECKING:
+    from .fit.problem import FitProblem
+    from .fit.result import FitResult
 
 
 def _device(name: str) -> str:
@@ -33,19 +32,24 @@ def _device(name: str) -> str:
     return name
 
 
-def _table(result) -> str:
-    rows = [f"{'parameter':24s} {'before':>12s} {'after':>12s}"]
-    for name, value in result.params.items():
-        rows.append(f"{name:24s} {result.initial_params[name]:12.6g} {value:12.6g}")
-    before = "diverged" if result.initial_rmse_m is None else f"{result.initial_rmse_m * 1e3:.4f}"
-    rows.append(f"{'RMSE (mm)':24s} {before:>12s} {result.rmse_m * 1e3:12.4f}")
-    return "\n".join(rows)
+def _table(name: str, problem: FitProblem, result: FitResult) -> str:
+    """The before -> after table (warnings included), as the add-on and batch print it."""
+    record: dict[str, Any] = {
+        **result.summary(),
+        "name": name,
+        "model": problem.model,
+        "device": result.device,
+    }
+    if problem.ties:
+        record["ties"] = dict(problem.ties)
+    return "\n".join(format_table(record))
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
     import warp as wp
 
-    from .fit import FitError, FitSettings, fit
+    from .fit.engine import fit
+    from .fit.problem import FitError, FitSettings
     from .fit.problem_io import load_problem
 
     wp.config.log_level = wp.LOG_WARNING
@@ -75,10 +79,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         **result.summary(),
         "per_vertex_error": {str(f): e.tolist() for f, e in result.per_vertex_error.items()},
     }
-    _write_json_atomic(Path(args.out), payload)
-    print(_table(result))
-    for w in result.warnings:
-        print(f"warning: {w}")
+    atomic_write_text(args.out, json.dumps(payload, indent=1))
+    print(_table(Path(args.problem).stem, problem, result))
     return 0
 
 
@@ -86,8 +88,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """A clamped sheet whose tension and bending are recovered from its own motion."""
     import warp as wp
 
-    from . import ClothParams, ClothSimulator, grid_mesh
-    from .fit import FitProblem, FitSettings, Target, fit
+    from .fit.engine import fit
+    from .fit.problem import FitProblem, FitSettings, Target
+    from .mesh import grid_mesh
+    from .models.blender_cloth.params import ClothParams
+    from .models.blender_cloth.simulator import ClothSimulator
 
     wp.config.log_level = wp.LOG_WARNING
     mesh = grid_mesh(10, 10, 1.0, 1.0)
@@ -108,7 +113,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         FitSettings(device=_device(args.device)),
         progress=lambda i, loss, v: print(f"fit iter {i} loss {loss:.6e}", flush=True),
     )
-    print(_table(result))
+    print(_table("demo", problem, result))
     print(
         f"true values: tension_stiffness 40, bending_stiffness 2; {result.iterations} iterations, "
         f"{result.n_forward} simulations, {result.seconds:.1f} s on {result.device}"

@@ -1,4 +1,4 @@
-"""Differentiable mismatch between a simulated cloth and its target, as Warp kernels.
+"""Differentiable mismatch between a simulated cloth and its target.
 
 Two kinds of target:
 
@@ -9,17 +9,18 @@ Two kinds of target:
 * different topology (any target mesh): a symmetric point-to-surface distance,
   :class:`SurfaceDistance`.
 
-Every kernel comes in float32 and float64 (the dtype of the positions array picks it);
-kernels are built per dtype by cached factories. Loss kernels accumulate into a
-one-element array with ``atomic_add`` and are differentiable with ``wp.Tape``.
+The kernels live in :mod:`warp_core.loss_kernels`; this module checks arrays and
+launches them. Every kernel comes in float32 and float64 (the dtype of the positions array
+picks it). Loss kernels accumulate into a one-element array with ``atomic_add`` and are
+differentiable with ``wp.Tape``.
 """
 
-import functools
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import warp as wp
+
+from .loss_kernels import numpy_float, scalar_type, surface_kernels, vec3_type, vertex_kernels
 
 __all__ = [
     "SurfaceDistance",
@@ -32,57 +33,8 @@ __all__ = [
 _QUERY_MAX_DISTANCE = 1.0e20
 
 
-def _scalar_type(array: wp.array) -> Any:
-    """Scalar type (wp.float32 / wp.float64) of a vec3 array."""
-    dtype = array.dtype
-    scalar = getattr(dtype, "_wp_scalar_type_", None)
-    if scalar not in (wp.float32, wp.float64) or getattr(dtype, "_length_", None) != 3:
-        raise TypeError(f"expected an array of float32 or float64 vec3, got dtype {dtype}")
-    return scalar
-
-
-def _vec3_type(dtype: Any) -> Any:
-    return wp.vec3d if dtype == wp.float64 else wp.vec3f
-
-
 def _same_type(a: Any, b: Any) -> bool:
     return wp.types.types_equal(a, b)
-
-
-def _numpy_float(dtype: Any) -> type:
-    return np.float64 if dtype == wp.float64 else np.float32
-
-
-@functools.cache
-def _vertex_kernels(dtype: Any) -> SimpleNamespace:
-    vec3 = _vec3_type(dtype)
-
-    @wp.kernel(module="unique")
-    def weighted_squared_distance_sum(
-        positions: wp.array(dtype=vec3),
-        targets: wp.array(dtype=vec3),
-        weights: wp.array(dtype=dtype),
-        scale: dtype,
-        loss: wp.array(dtype=dtype),
-    ):
-        i = wp.tid()
-        d = positions[i] - targets[i]
-        wp.atomic_add(loss, 0, scale * weights[i] * wp.dot(d, d))
-
-    @wp.kernel(module="unique")
-    def weighted_vertex_residuals(
-        positions: wp.array(dtype=vec3),
-        targets: wp.array(dtype=vec3),
-        weights: wp.array(dtype=dtype),
-        residuals: wp.array(dtype=vec3),
-    ):
-        i = wp.tid()
-        residuals[i] = wp.sqrt(weights[i]) * (positions[i] - targets[i])
-
-    return SimpleNamespace(
-        weighted_squared_distance_sum=weighted_squared_distance_sum,
-        weighted_vertex_residuals=weighted_vertex_residuals,
-    )
 
 
 def launch_vertex_distance_loss(
@@ -97,10 +49,10 @@ def launch_vertex_distance_loss(
     ``positions`` and ``target`` are 1-D vec3 arrays of one dtype, ``weights`` and the
     one-element ``loss`` 1-D arrays of its scalar type; all on one device.
     """
-    dtype = _scalar_type(positions)
+    dtype = scalar_type(positions)
     _check_matching(positions, target, weights, loss)
     wp.launch(
-        _vertex_kernels(dtype).weighted_squared_distance_sum,
+        vertex_kernels(dtype).weighted_squared_distance_sum,
         dim=len(positions),
         inputs=[positions, target, weights, dtype(scale)],
         outputs=[loss],
@@ -112,12 +64,12 @@ def launch_vertex_residuals(
     positions: wp.array, target: wp.array, weights: wp.array, residuals: wp.array
 ) -> None:
     """``residuals[i] = sqrt(w_i) * (x_i - t_i)`` (vec3 per vertex) on the device."""
-    dtype = _scalar_type(positions)
+    dtype = scalar_type(positions)
     _check_matching(positions, target, weights)
     if not _same_type(residuals.dtype, positions.dtype) or len(residuals) != len(positions):
         raise ValueError("residuals must be a vec3 array like positions")
     wp.launch(
-        _vertex_kernels(dtype).weighted_vertex_residuals,
+        vertex_kernels(dtype).weighted_vertex_residuals,
         dim=len(positions),
         inputs=[positions, target, weights],
         outputs=[residuals],
@@ -138,7 +90,7 @@ def vertex_residuals(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _check_matching(
     positions: wp.array, target: wp.array, weights: wp.array, loss: wp.array | None = None
 ) -> None:
-    dtype = _scalar_type(positions)
+    dtype = scalar_type(positions)
     if not _same_type(target.dtype, positions.dtype) or len(target) != len(positions):
         raise ValueError(f"target must be {len(positions)} vec3 of the positions' dtype")
     if weights.dtype != dtype or len(weights) != len(positions):
@@ -148,165 +100,6 @@ def _check_matching(
     arrays = [target, weights] + ([loss] if loss is not None else [])
     if any(a.device != positions.device for a in arrays):
         raise ValueError("all arrays must be on one device")
-
-
-@functools.cache
-def _surface_kernels(dtype: Any) -> SimpleNamespace:
-    vec3 = _vec3_type(dtype)
-    zero = dtype(0.0)
-    one = dtype(1.0)
-
-    @wp.func
-    def closest_point_barycentrics(p: vec3, a: vec3, b: vec3, c: vec3) -> vec3:
-        # Ericson, Real-Time Collision Detection 5.1.5: Voronoi regions of the triangle.
-        ab = b - a
-        ac = c - a
-        ap = p - a
-        d1 = wp.dot(ab, ap)
-        d2 = wp.dot(ac, ap)
-        if d1 <= zero and d2 <= zero:
-            return vec3(one, zero, zero)
-        bp = p - b
-        d3 = wp.dot(ab, bp)
-        d4 = wp.dot(ac, bp)
-        if d3 >= zero and d4 <= d3:
-            return vec3(zero, one, zero)
-        vc = d1 * d4 - d3 * d2
-        if vc <= zero and d1 >= zero and d3 <= zero:
-            v = d1 / (d1 - d3)
-            return vec3(one - v, v, zero)
-        cp = p - c
-        d5 = wp.dot(ab, cp)
-        d6 = wp.dot(ac, cp)
-        if d6 >= zero and d5 <= d6:
-            return vec3(zero, zero, one)
-        vb = d5 * d2 - d1 * d6
-        if vb <= zero and d2 >= zero and d6 <= zero:
-            w = d2 / (d2 - d6)
-            return vec3(one - w, zero, w)
-        va = d3 * d6 - d5 * d4
-        if va <= zero and (d4 - d3) >= zero and (d5 - d6) >= zero:
-            w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-            return vec3(zero, one - w, w)
-        denom = one / (va + vb + vc)
-        v = vb * denom
-        w = vc * denom
-        return vec3(one - v - w, v, w)
-
-    @wp.func
-    def triangle_point(points: wp.array(dtype=vec3), triangles: wp.array2d(dtype=wp.int32), f: int, b: vec3):
-        return (
-            b[0] * points[triangles[f, 0]] + b[1] * points[triangles[f, 1]] + b[2] * points[triangles[f, 2]]
-        )
-
-    @wp.kernel(module="unique", enable_backward=False)
-    def convert_to_float32_points(points: wp.array(dtype=vec3), points_f32: wp.array(dtype=wp.vec3)):
-        i = wp.tid()
-        p = points[i]
-        points_f32[i] = wp.vec3(wp.float32(p[0]), wp.float32(p[1]), wp.float32(p[2]))
-
-    @wp.kernel(module="unique", enable_backward=False)
-    def closest_points_on_mesh(
-        mesh: wp.uint64,
-        query_points: wp.array(dtype=vec3),
-        mesh_points: wp.array(dtype=vec3),
-        mesh_triangles: wp.array2d(dtype=wp.int32),
-        max_distance: float,
-        closest_faces: wp.array(dtype=wp.int32),
-        closest_barycentrics: wp.array(dtype=vec3),
-        closest_points: wp.array(dtype=vec3),
-    ):
-        # The float32 BVH query picks the face; the point on it is recomputed in `dtype`.
-        i = wp.tid()
-        p = query_points[i]
-        p_f32 = wp.vec3(wp.float32(p[0]), wp.float32(p[1]), wp.float32(p[2]))
-        query = wp.mesh_query_point_no_sign(mesh, p_f32, max_distance)
-        if query.result:
-            f = query.face
-            b = closest_point_barycentrics(
-                p,
-                mesh_points[mesh_triangles[f, 0]],
-                mesh_points[mesh_triangles[f, 1]],
-                mesh_points[mesh_triangles[f, 2]],
-            )
-            closest_faces[i] = f
-            closest_barycentrics[i] = b
-            closest_points[i] = triangle_point(mesh_points, mesh_triangles, f, b)
-        else:
-            closest_faces[i] = -1
-            closest_barycentrics[i] = vec3(zero, zero, zero)
-            closest_points[i] = p
-
-    @wp.kernel(module="unique")
-    def surface_points_squared_distance_sum(
-        positions: wp.array(dtype=vec3),
-        triangles: wp.array2d(dtype=wp.int32),
-        faces: wp.array(dtype=wp.int32),
-        barycentrics: wp.array(dtype=vec3),
-        points: wp.array(dtype=vec3),
-        weights: wp.array(dtype=dtype),
-        scale: dtype,
-        loss: wp.array(dtype=dtype),
-    ):
-        # |t_j - (b0 x_a + b1 x_b + b2 x_c)|^2 with the face and barycentrics held fixed.
-        j = wp.tid()
-        f = faces[j]
-        if f >= 0:
-            d = triangle_point(positions, triangles, f, barycentrics[j]) - points[j]
-            wp.atomic_add(loss, 0, scale * weights[j] * wp.dot(d, d))
-
-    @wp.kernel(module="unique")
-    def surface_points_residuals(
-        positions: wp.array(dtype=vec3),
-        triangles: wp.array2d(dtype=wp.int32),
-        faces: wp.array(dtype=wp.int32),
-        barycentrics: wp.array(dtype=vec3),
-        points: wp.array(dtype=vec3),
-        weights: wp.array(dtype=dtype),
-        offset: int,
-        residuals: wp.array(dtype=vec3),
-    ):
-        j = wp.tid()
-        f = faces[j]
-        r = vec3(zero, zero, zero)
-        if f >= 0:
-            r = wp.sqrt(weights[j]) * (triangle_point(positions, triangles, f, barycentrics[j]) - points[j])
-        residuals[offset + j] = r
-
-    @wp.kernel(module="unique")
-    def surface_points_residual_tangents(
-        tangents: wp.array(dtype=vec3),
-        triangles: wp.array2d(dtype=wp.int32),
-        faces: wp.array(dtype=wp.int32),
-        barycentrics: wp.array(dtype=vec3),
-        weights: wp.array(dtype=dtype),
-        offset: int,
-        residual_tangents: wp.array(dtype=vec3),
-    ):
-        j = wp.tid()
-        f = faces[j]
-        r = vec3(zero, zero, zero)
-        if f >= 0:
-            r = wp.sqrt(weights[j]) * triangle_point(tangents, triangles, f, barycentrics[j])
-        residual_tangents[offset + j] = r
-
-    @wp.kernel(module="unique")
-    def weighted_vertex_residual_tangents(
-        tangents: wp.array(dtype=vec3),
-        weights: wp.array(dtype=dtype),
-        residual_tangents: wp.array(dtype=vec3),
-    ):
-        i = wp.tid()
-        residual_tangents[i] = wp.sqrt(weights[i]) * tangents[i]
-
-    return SimpleNamespace(
-        convert_to_float32_points=convert_to_float32_points,
-        closest_points_on_mesh=closest_points_on_mesh,
-        surface_points_squared_distance_sum=surface_points_squared_distance_sum,
-        surface_points_residuals=surface_points_residuals,
-        surface_points_residual_tangents=surface_points_residual_tangents,
-        weighted_vertex_residual_tangents=weighted_vertex_residual_tangents,
-    )
 
 
 def _normalized_weights(weights: np.ndarray | None, count: int, what: str) -> np.ndarray:
@@ -361,9 +154,9 @@ class SurfaceDistance:
         if dtype not in (wp.float32, wp.float64):
             raise TypeError(f"dtype must be wp.float32 or wp.float64, got {dtype}")
         self.dtype = dtype
-        self.vec3 = _vec3_type(dtype)
+        self.vec3 = vec3_type(dtype)
         self.device = wp.get_device(device)
-        np_float = _numpy_float(dtype)
+        np_float = numpy_float(dtype)
         cloth_triangles = np.ascontiguousarray(cloth_triangles, dtype=np.int32).reshape(-1, 3)
         target_triangles = np.ascontiguousarray(target_triangles, dtype=np.int32).reshape(-1, 3)
         target_vertices = np.ascontiguousarray(target_vertices, dtype=np.float64).reshape(-1, 3)
@@ -381,7 +174,7 @@ class SurfaceDistance:
             raise ValueError("target vertices must be finite")
 
         d = self.device
-        self._kernels = _surface_kernels(dtype)
+        self._kernels = surface_kernels(dtype)
         self.cloth_triangles = wp.array(cloth_triangles, dtype=wp.int32, device=d)
         self.target_triangles = wp.array(target_triangles, dtype=wp.int32, device=d)
         self.target_points = wp.array(target_vertices.astype(np_float), dtype=self.vec3, device=d)
@@ -419,18 +212,18 @@ class SurfaceDistance:
         v = np.ascontiguousarray(target_vertices, dtype=np.float64).reshape(-1, 3)
         if len(v) != self.target_vertex_count or not np.all(np.isfinite(v)):
             raise ValueError(f"target vertices must be {self.target_vertex_count} finite points")
-        self.target_points.assign(v.astype(_numpy_float(self.dtype)))
+        self.target_points.assign(v.astype(numpy_float(self.dtype)))
         self._target_points_f32.assign(v.astype(np.float32))
         self._target_mesh.refit()
 
     def _as_positions(self, positions: wp.array | np.ndarray) -> wp.array:
         if isinstance(positions, wp.array):
-            if _scalar_type(positions) != self.dtype:
+            if scalar_type(positions) != self.dtype:
                 raise ValueError(f"positions must be vec3 of {self.dtype.__name__}")
             if len(positions) != self.cloth_vertex_count or positions.device != self.device:
                 raise ValueError(f"positions must be {self.cloth_vertex_count} vec3 on {self.device}")
             return positions
-        x = np.asarray(positions, dtype=_numpy_float(self.dtype)).reshape(-1, 3)
+        x = np.asarray(positions, dtype=numpy_float(self.dtype)).reshape(-1, 3)
         if len(x) != self.cloth_vertex_count:
             raise ValueError(f"positions must have {self.cloth_vertex_count} vertices, got {len(x)}")
         return wp.array(x, dtype=self.vec3, device=self.device)
@@ -536,7 +329,7 @@ class SurfaceDistance:
         scale = self.dtype(scale)
         self._launch_both_directions(
             loss,
-            _vertex_kernels(self.dtype).weighted_squared_distance_sum,
+            vertex_kernels(self.dtype).weighted_squared_distance_sum,
             [positions, self.cloth_closest_points, self.cloth_weights, scale],
             self._kernels.surface_points_squared_distance_sum,
             positions,
@@ -551,7 +344,7 @@ class SurfaceDistance:
             self.update_correspondences(positions)
         self._launch_both_directions(
             residuals,
-            _vertex_kernels(self.dtype).weighted_vertex_residuals,
+            vertex_kernels(self.dtype).weighted_vertex_residuals,
             [positions, self.cloth_closest_points, self.cloth_weights],
             self._kernels.surface_points_residuals,
             positions,

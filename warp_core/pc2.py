@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
+
+from .io import atomic_write
 
 MAGIC = b"POINTCACHE2\0"
 VERSION = 1
@@ -24,8 +26,7 @@ def write_pc2(
 ) -> None:
     """Write ``samples`` (S, N, 3) to ``path``.
 
-    Written to a temporary file in the same directory and moved into place with
-    ``os.replace``, so a reader (or a crash) never sees half a cache.
+    Written atomically (``warp_core.io``): a reader, or a crash, never sees half a cache.
     """
     data = np.asarray(samples, dtype=np.float64)
     if data.ndim != 3 or data.shape[2] != 3:
@@ -35,24 +36,12 @@ def write_pc2(
     n_samples, n_points = data.shape[:2]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, _file_mode())  # mkstemp makes it private; a cache is an ordinary file
-        with os.fdopen(fd, "wb") as f:
-            f.write(HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples))
-            f.write(data.astype("<f4").tobytes(order="C"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
+    def write(f: BinaryIO) -> None:
+        f.write(HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples))
+        f.write(data.astype("<f4").tobytes(order="C"))
 
-def _file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    atomic_write(path, write)
 
 
 def read_pc2(path: str | os.PathLike) -> tuple[np.ndarray, float, float]:

@@ -24,7 +24,7 @@ import numpy as np
 from blender_ref import (
     _PACKAGE,
     ClothMesh,
-    export,
+    cloth_scene,
     grid_mesh,
     make_cloth_object,
     pin_row_weights,
@@ -36,11 +36,20 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TMP = Path(tempfile.mkdtemp(prefix="fit_to_target_addon_"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
-fitting = importlib.import_module(f"{_PACKAGE.__name__}.addon.fitting")
-bake = importlib.import_module(f"{_PACKAGE.__name__}.addon.bake")
-operators = importlib.import_module(f"{_PACKAGE.__name__}.addon.operators")
-job_module = importlib.import_module(f"{_PACKAGE.__name__}.addon.job")
-cli = importlib.import_module(f"{_PACKAGE.__name__}.addon.cli")
+
+def addon_module(name: str) -> ModuleType:
+    """A module of the add-on package (``name`` relative to ``addon``)."""
+    return importlib.import_module(f"{_PACKAGE.__name__}.addon.{name}")
+
+
+bake = addon_module("scene.bake")
+prepare = addon_module("scene.prepare")
+fit_request = addon_module("request")
+fit_session = addon_module("session")
+fit_operators = addon_module("ui.fit_operators")
+object_operators = addon_module("ui.object_operators")
+job_module = addon_module("job")
+cli = addon_module("cli.command")
 pc2 = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.pc2")
 simulation = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.simulator")
 params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
@@ -78,7 +87,7 @@ def open_blend(path: Path) -> None:
 
 
 def modifier_values(ob: bpy.types.Object) -> dict[str, Any]:
-    mod = export.find_cloth_modifier(ob)
+    mod = cloth_scene.find_cloth_modifier(ob)
     return {name: getattr(mod.settings, name) for name in CLOTH_SETTINGS_FIELDS}
 
 
@@ -137,7 +146,7 @@ def add_targets_from_blender(
 ) -> list[bpy.types.Object]:
     """Run Blender's solver with ``truth`` and make one world-space target mesh per frame; the
     modifier's previous values are restored and the targets added to the fit settings."""
-    mod = export.find_cloth_modifier(cloth)
+    mod = cloth_scene.find_cloth_modifier(cloth)
     saved = {k: getattr(mod.settings, k) for k in truth}
     for k, v in truth.items():
         setattr(mod.settings, k, v)
@@ -172,11 +181,10 @@ def target_positions(ob: bpy.types.Object) -> dict[int, np.ndarray]:
 
 def replay_rmse(ob: bpy.types.Object, targets: dict[int, np.ndarray]) -> dict[int, float]:
     """RMSE (m) of Blender's own solver, with the modifier's current values, at each target frame."""
-    start = export.find_cloth_modifier(ob).point_cache.frame_start
+    start = cloth_scene.find_cloth_modifier(ob).point_cache.frame_start
     traj = run_blender_cloth(ob, max(targets))
     return {
-        f: float(np.sqrt(np.mean(np.sum((traj[f - start] - x) ** 2, axis=1))))
-        for f, x in targets.items()
+        f: float(np.sqrt(np.mean(np.sum((traj[f - start] - x) ** 2, axis=1)))) for f, x in targets.items()
     }
 
 
@@ -184,15 +192,15 @@ def fitted_trajectory(ob: bpy.types.Object, frame_end: int) -> np.ndarray:
     """Our model with the modifier's current settings, world space, every frame from the cache start:
     computed here from a fresh export, independently of the bake code."""
     scene = bpy.context.scene
-    mod = export.find_cloth_modifier(ob)
+    mod = cloth_scene.find_cloth_modifier(ob)
     start = mod.point_cache.frame_start
     depsgraph = bpy.context.evaluated_depsgraph_get()
     frame = scene.frame_current
     scene.frame_set(start)
-    mesh: ClothMesh = export.export_cloth_mesh(ob, depsgraph)
+    mesh: ClothMesh = cloth_scene.export_cloth_mesh(ob, depsgraph)
     scene.frame_set(frame)
-    goals = export.sample_pin_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
-    params = export.export_cloth_params(mod, scene)
+    goals = cloth_scene.sample_pin_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
+    params = cloth_scene.export_cloth_params(mod, scene)
     sim = simulation.ClothSimulator(mesh, params, device="cpu", precision="float64", start_frame=start)
     return sim.simulate(frame_end, None, goals)
 
@@ -241,7 +249,7 @@ def demo_operator_fit() -> dict[str, Any]:
     out["cache_settings"] = {
         k: getattr(cache, k) for k in ("cache_format", "filepath", "frame_start", "frame_scale", "play_mode")
     }
-    frames = list(range(export.find_cloth_modifier(ob).point_cache.frame_start, scene.frame_end + 1))
+    frames = list(range(cloth_scene.find_cloth_modifier(ob).point_cache.frame_start, scene.frame_end + 1))
     out["frames"] = frames
     out["playback"] = playback(ob, frames)
     out["trajectory"] = fitted_trajectory(ob, frames[-1])

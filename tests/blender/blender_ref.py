@@ -1,7 +1,7 @@
 """Test helpers around Blender's own cloth solver (real ``bpy`` module).
 
 Build a cloth object from a :class:`ClothMesh`, step Blender's simulation frame by frame
-and read its result, and export the scene through the add-on's ``addon.export``.
+and read its result, and export the scene through the add-on's ``addon.models.blender_cloth``.
 
 The repository is imported as a package (the way Blender imports an extension), so that
 ``addon``'s relative imports of ``warp_core`` work. ``warp_core`` is taken from that same
@@ -48,7 +48,7 @@ def addon_package() -> ModuleType:
 
 
 _PACKAGE = addon_package()
-export = importlib.import_module(f"{_PACKAGE.__name__}.addon.export")
+cloth_scene = importlib.import_module(f"{_PACKAGE.__name__}.addon.models.blender_cloth")
 _mesh_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.mesh")
 _params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
 ClothMesh = _mesh_module.ClothMesh
@@ -124,7 +124,7 @@ def run_blender_cloth(ob: bpy.types.Object, frame_end: int, frame_start: int | N
     when given, becomes the cache start; the cache end is extended to ``frame_end`` if
     needed.
     """
-    mod = export.find_cloth_modifier(ob)
+    mod = cloth_scene.find_cloth_modifier(ob)
     if mod is None:
         raise ValueError(f"{ob.name} has no cloth modifier")
     if frame_start is not None and mod.point_cache.frame_start != frame_start:
@@ -179,8 +179,9 @@ def set_linear_interpolation(id_data: bpy.types.ID) -> None:
 
 def export_from_blender(ob: bpy.types.Object) -> tuple[ClothMesh, ClothParams]:
     """The object's cloth input mesh and settings as exported by the add-on."""
-    mod = export.find_cloth_modifier(ob)
+    mod = cloth_scene.find_cloth_modifier(ob)
     if mod is None:
         raise ValueError(f"{ob.name} has no cloth modifier")
     depsgraph = bpy.context.evaluated_depsgraph_get()
-    return export.export_cloth_mesh(ob, depsgraph), export.export_cloth_params(mod, bpy.context.scene)
+    mesh = cloth_scene.export_cloth_mesh(ob, depsgraph)
+    return mesh, cloth_scene.export_cloth_params(mod, bpy.context.scene)

@@ -9,7 +9,7 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-from addon_scenes import bake, clamped_cloth, fitting, operators, snapshot
+from addon_scenes import bake, clamped_cloth, fit_request, object_operators, prepare, snapshot
 from blender_ref import ClothMesh, grid_mesh, make_cloth_object, pin_row_weights
 
 
@@ -79,7 +79,7 @@ def test_target_vertex_count_differs_with_same_topology_loss(cloth) -> None:
     )
     # the check is about the loss: with the surface loss the same target is accepted
     ob.fit_to_target.loss = "SURFACE"
-    prepared = fitting.prepare_fit(bpy.context.scene, ob, fitting.request_from_object(ob))
+    prepared = prepare.prepare_fit(bpy.context.scene, ob, fit_request.request_from_object(ob))
     assert prepared.problem.loss_kind == "surface" and len(prepared.problem.targets[0].positions) == 25
 
 
@@ -117,8 +117,8 @@ def test_bake_in_unsaved_file_uses_temp_dir_and_says_so(tmp_path: Path) -> None:
     assert not bpy.data.filepath
     standin = _StandIn()
     try:
-        assert operators.OBJECT_OT_fit_to_target_bake.execute(standin, bpy.context) == {"FINISHED"}
-        (kind, message), = standin.reports
+        assert object_operators.OBJECT_OT_fit_to_target_bake.execute(standin, bpy.context) == {"FINISHED"}
+        ((kind, message),) = standin.reports
         state = json.loads(ob.fit_to_target.bake_json)
         path = Path(state["filepath"])
         assert kind == {"WARNING"}
@@ -155,4 +155,4 @@ class _StandIn:
         self.reports.append((set(kind), message))
 
     def run(self, context, ob):
-        return operators.OBJECT_OT_fit_to_target_bake.run(self, context, ob)
+        return object_operators.OBJECT_OT_fit_to_target_bake.run(self, context, ob)

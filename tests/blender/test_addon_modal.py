@@ -19,16 +19,16 @@ import pytest
 from addon_scenes import (
     add_targets_from_blender,
     clamped_cloth,
-    fitting,
+    fit_operators,
+    fit_session,
     job_module,
     modifier_values,
-    operators,
     snapshot,
 )
 from blender_ref import ClothMesh, make_cloth_object, pin_row_weights
 
 FitJob = job_module.FitJob
-FIT_OP = operators.OBJECT_OT_fit_to_target
+FIT_OP = fit_operators.OBJECT_OT_fit_to_target
 TRUTH = {"tension_stiffness": 30.0, "compression_stiffness": 30.0, "bending_stiffness": 1.5}
 
 
@@ -122,7 +122,7 @@ def saved_scene(tmp_path: Path) -> tuple[bpy.types.Object, Path]:
     path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
     yield bpy.data.objects["Cloth"], tmp_path
-    fitting.end_session()  # never leak a session into the next test
+    fit_session.end_session()  # never leak a session into the next test
 
 
 # -- FitJob alone (deterministic fake fits) ---------------------------------------------------------
@@ -138,7 +138,10 @@ def test_fit_job_queue_progress_cancel_and_errors() -> None:
     job.start()
     messages = job.wait(10)
     assert [(m.kind, m.iteration, m.loss) for m in messages] == [
-        ("progress", 0, 1.0), ("progress", 1, 0.5), ("progress", 2, 1.0 / 3), ("done", 0, messages[-1].loss),
+        ("progress", 0, 1.0),
+        ("progress", 1, 0.5),
+        ("progress", 2, 1.0 / 3),
+        ("done", 0, messages[-1].loss),
     ]
     assert job.finished and job.result == "result" and job.error is None
     assert job.poll() == []
@@ -179,7 +182,7 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
 
     assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
     assert ctx.window_manager.handlers == [op] and len(ctx.window_manager.timers) == 1
-    session = fitting.active_session()
+    session = fit_session.active_session()
     assert session is not None and session.job.running
     assert ctx.window_manager.progress_range == (0, 30)
     # while the worker runs: other events pass through, the scene is not written
@@ -199,7 +202,7 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
     assert session.progress_messages == record["iterations"] + 1  # iteration 0 is the start point
     assert any(text and "iteration" in text and "loss" in text for text in ctx.status)
     assert ctx.status[-1] is None and ctx.window_manager.progress_ended == 1 and not ctx.window_manager.timers
-    assert fitting.active_session() is None
+    assert fit_session.active_session() is None
     assert op.reports and op.reports[-1][0] == {"INFO"} and "RMSE" in op.reports[-1][1]
 
     # written back on the main thread at the end
@@ -221,7 +224,7 @@ def test_modal_cancel_mid_fit_changes_nothing(saved_scene, key: str) -> None:
     before = snapshot(ob, folder)
     ctx, op = ContextProxy(), OperatorStandIn()
     assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
-    session = fitting.active_session()
+    session = fit_session.active_session()
     # wait until the optimizer is under way (start point evaluated), then cancel
     assert run_timers(op, ctx, until=lambda: session.progress_messages >= 1) == {"PASS_THROUGH"}
     assert FIT_OP.modal(op, ctx, event(key, "PRESS")) == {"RUNNING_MODAL"}
@@ -233,7 +236,7 @@ def test_modal_cancel_mid_fit_changes_nothing(saved_scene, key: str) -> None:
     assert op.reports == [({"WARNING"}, "Fit of 'Cloth' cancelled: nothing was changed")]
     after = snapshot(ob, folder)
     assert after == before  # modifier values, modifier stack, fit state, files
-    assert fitting.active_session() is None and not ctx.window_manager.timers
+    assert fit_session.active_session() is None and not ctx.window_manager.timers
 
 
 def test_modal_worker_error_is_reported_and_changes_nothing(tmp_path: Path) -> None:
@@ -260,7 +263,7 @@ def test_modal_worker_error_is_reported_and_changes_nothing(tmp_path: Path) -> N
         assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
         assert run_timers(op, ctx, timeout=60) == {"CANCELLED"}
     finally:
-        fitting.end_session()
+        fit_session.end_session()
     assert len(op.reports) == 1
     kind, message = op.reports[0]
     assert kind == {"ERROR"} and "\n" not in message

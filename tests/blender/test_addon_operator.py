@@ -25,7 +25,7 @@ from addon_scenes import (
     replay_rmse,
     target_positions,
 )
-from blender_ref import export, set_linear_interpolation
+from blender_ref import cloth_scene, set_linear_interpolation
 
 MM = 1e-3
 
@@ -161,8 +161,9 @@ def test_pins_on_animated_parent_fit_and_bake() -> None:
     start_values = modifier_values(ob)
 
     # the pins really move with the parent: goals at frame 24 are rotated and shifted
-    goals = export.sample_pin_goals(ob, bpy.context.evaluated_depsgraph_get(), scene, [1, 24])
-    pinned = np.flatnonzero(export.export_cloth_mesh(ob, bpy.context.evaluated_depsgraph_get()).pin_weights)
+    goals = cloth_scene.sample_pin_goals(ob, bpy.context.evaluated_depsgraph_get(), scene, [1, 24])
+    mesh = cloth_scene.export_cloth_mesh(ob, bpy.context.evaluated_depsgraph_get())
+    pinned = np.flatnonzero(mesh.pin_weights)
     assert np.linalg.norm(goals[1, pinned] - goals[0, pinned], axis=1).min() > 0.2
 
     assert bpy.ops.object.fit_to_target() == {"FINISHED"}

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import types
 
 import bpy
 import pytest
-from addon_scenes import PARAMETER_NAMES, clamped_cloth, fitting, job_module
-from blender_ref import _PACKAGE
+from addon_scenes import PARAMETER_NAMES, addon_module, clamped_cloth, fit_request, fit_session, job_module
 
-properties = importlib.import_module(f"{_PACKAGE.__name__}.addon.properties")
-panel = importlib.import_module(f"{_PACKAGE.__name__}.addon.panel")
+properties = addon_module("ui.properties")
+panel = addon_module("ui.panel")
+registry = addon_module("models.registry")
+models_base = addon_module("models.base")
+warp_setup = addon_module("warp_setup")
 
 
 def test_settings_defaults() -> None:
@@ -22,26 +23,33 @@ def test_settings_defaults() -> None:
     assert s.time_budget == 0.0 and s.device == "AUTO" and s.start_values_json == ""
     ticked = [n for n in PARAMETER_NAMES if getattr(s, f"fit_{n}")]
     assert ticked == ["tension_stiffness", "bending_stiffness"]
-    assert fitting.fitted_parameters(s) == (
+    assert fit_request.fitted_parameters(s, registry.object_model(ob)) == (
         ["tension_stiffness", "bending_stiffness"],
         {"compression_stiffness": "tension_stiffness"},
     )
     items = [item[0] for item in properties.device_items()]
     assert items[:2] == ["AUTO", "cpu"] and all(i.startswith("cuda:") for i in items[2:])
-    assert fitting.resolve_device("AUTO") == ("cuda:0" if len(items) > 2 else "cpu")
+    assert warp_setup.resolve_device("AUTO") == ("cuda:0" if len(items) > 2 else "cpu")
 
 
 def test_ties() -> None:
-    resolve = properties.resolve_ties
+    ties = registry.scene_model("blender_cloth").ties
+
+    def resolve(chosen, on):
+        return models_base.resolve_ties(chosen, on, ties)
+
     on = {"tie_compression": True, "tie_damping": True}
     assert resolve(["compression_stiffness", "mass"], on) == (
-        ["compression_stiffness", "mass"], {"tension_stiffness": "compression_stiffness"}
+        ["compression_stiffness", "mass"],
+        {"tension_stiffness": "compression_stiffness"},
     )
     assert resolve(["shear_damping", "tension_damping"], on) == (
-        ["tension_damping"], {"compression_damping": "tension_damping", "shear_damping": "tension_damping"}
+        ["tension_damping"],
+        {"compression_damping": "tension_damping", "shear_damping": "tension_damping"},
     )
     assert resolve(["tension_stiffness", "compression_stiffness"], {}) == (
-        ["tension_stiffness", "compression_stiffness"], {}
+        ["tension_stiffness", "compression_stiffness"],
+        {},
     )
     assert resolve(["bending_stiffness"], on) == (["bending_stiffness"], {})
 
@@ -160,8 +168,13 @@ def test_panel_states() -> None:
 
     # after a fit: before -> after table, error drop, warnings, Apply/Revert/Bake
     record = {
-        "name": "Cloth", "iterations": 7, "seconds": 3.2, "params": {"tension_stiffness": 40.0},
-        "initial_params": {"tension_stiffness": 15.0}, "initial_rmse_m": 0.0291, "rmse_m": 2.8e-6,
+        "name": "Cloth",
+        "iterations": 7,
+        "seconds": 3.2,
+        "params": {"tension_stiffness": 40.0},
+        "initial_params": {"tension_stiffness": 15.0},
+        "initial_rmse_m": 0.0291,
+        "rmse_m": 2.8e-6,
         "warnings": ["bending_stiffness: x2 changes the target frames by < 0.1 mm"],
     }
     ob.fit_to_target.result_json = json.dumps(record)
@@ -183,7 +196,7 @@ def test_panel_states() -> None:
         settings=types.SimpleNamespace(max_iterations=30, time_budget_s=None),
     )
     job = job_module.FitJob(None, None)
-    session = fitting.begin_session(prepared, job)
+    session = fit_session.begin_session(prepared, job)
     try:
         session.update([job_module.JobMessage("progress", iteration=0, loss=0.5)])
         session.update([job_module.JobMessage("progress", iteration=3, loss=0.01)])
@@ -195,4 +208,4 @@ def test_panel_states() -> None:
         job.cancel()
         assert "Cancelling after this iteration..." in labels(draw())
     finally:
-        fitting.end_session()
+        fit_session.end_session()

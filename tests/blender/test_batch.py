@@ -69,8 +69,13 @@ def our_errors(stderr: str) -> list[str]:
 
 
 _TYPES = {
-    "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
-    "integer": int, "number": (int, float),
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "null": type(None),
+    "integer": int,
+    "number": (int, float),
 }
 
 
@@ -112,16 +117,32 @@ def schema_errors(value, schema: dict, root: dict | None = None, where: str = "$
 
 def test_schema_check_can_fail() -> None:
     good = {
-        "version": 1, "addon_version": "0.1.0", "device": "cpu", "blend_file": "a.blend", "saved_to": None,
-        "status": "ok", "exit_code": 0, "date": "2026-01-01T00:00:00+00:00", "objects": [],
+        "version": 1,
+        "addon_version": "0.1.0",
+        "device": "cpu",
+        "blend_file": "a.blend",
+        "saved_to": None,
+        "status": "ok",
+        "exit_code": 0,
+        "date": "2026-01-01T00:00:00+00:00",
+        "objects": [],
     }
     assert schema_errors(good, SCHEMA) == []
     assert schema_errors({**good, "objects": [{"name": "x"}]}, SCHEMA)
     assert schema_errors({**good, "version": 2}, SCHEMA)
     bad_object = {
-        "name": "x", "model": "blender_cloth", "status": "ok", "params": {"stiffness": 1.0},
-        "initial_params": {}, "initial_loss": 1.0, "final_loss": -1.0, "rmse_m": None, "max_error_m": None,
-        "iterations": 1.5, "seconds": 1.0, "warnings": [],
+        "name": "x",
+        "model": "blender_cloth",
+        "status": "ok",
+        "params": {"stiffness": 1.0},
+        "initial_params": {},
+        "initial_loss": 1.0,
+        "final_loss": -1.0,
+        "rmse_m": None,
+        "max_error_m": None,
+        "iterations": 1.5,
+        "seconds": 1.0,
+        "warnings": [],
     }
     errors = schema_errors({**good, "objects": [bad_object]}, SCHEMA)
     assert len(errors) == 3, errors  # unknown parameter, negative loss, fractional iterations
@@ -137,11 +158,20 @@ def demo_batch() -> dict:
     digest = sha256(scene)
     t0 = time.perf_counter()
     proc = run_batch(
-        scene, "--report", folder / "report.json", "--save", folder / "fitted.blend", "--bake",
+        scene,
+        "--report",
+        folder / "report.json",
+        "--save",
+        folder / "fitted.blend",
+        "--bake",
         folder / "cache",
     )
     return {
-        "proc": proc, "seconds": time.perf_counter() - t0, "folder": folder, "scene": scene, "digest": digest,
+        "proc": proc,
+        "seconds": time.perf_counter() - t0,
+        "folder": folder,
+        "scene": scene,
+        "digest": digest,
     }
 
 
@@ -348,8 +378,16 @@ def test_target_flag_on_file_without_panel_settings(tmp_path: Path) -> None:
     )
     assert made.returncode == 0, made.stderr
     proc = run_batch(
-        scene, "--target", "Goal@16", "--fit", "tension_stiffness,bending_stiffness", "--no-ties",
-        "--report", tmp_path / "r.json", "--save", tmp_path / "out.blend",
+        scene,
+        "--target",
+        "Goal@16",
+        "--fit",
+        "tension_stiffness,bending_stiffness",
+        "--no-ties",
+        "--report",
+        tmp_path / "r.json",
+        "--save",
+        tmp_path / "out.blend",
     )
     assert proc.returncode == 0, proc.stderr
     (entry,) = json.loads((tmp_path / "r.json").read_text())["objects"]
@@ -372,7 +410,9 @@ def test_sigint_partial_report_and_input_untouched(tmp_path: Path) -> None:
     digest = sha256(scene)
     proc = subprocess.Popen(
         [sys.executable, str(BATCH), str(scene), "--report", str(tmp_path / "r.json"), "--in-place"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         seen = []

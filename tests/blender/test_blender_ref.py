@@ -1,4 +1,4 @@
-"""Export of scene data through ``addon.export`` and the Blender reference helpers."""
+"""Export of scene data through ``addon.models.blender_cloth`` and the Blender reference helpers."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from blender_ref import (
     ClothMesh,
+    cloth_scene,
     corner_pin_weights,
-    export,
     export_from_blender,
     grid_mesh,
     make_cloth_object,
@@ -49,9 +49,9 @@ def test_make_cloth_object_keeps_order_and_loose_edges() -> None:
     me = ob.data
     assert [tuple(p.vertices) for p in me.polygons] == [tuple(p) for p in mesh.polygons()]
     assert _edge_set(np.array([tuple(e.vertices) for e in me.edges])) == _edge_set(with_loose.edges)
-    mod = export.find_cloth_modifier(ob)
+    mod = cloth_scene.find_cloth_modifier(ob)
     assert mod.settings.quality == 3 and mod.settings.vertex_group_mass == ""
-    assert export.cache_frame_range(mod) == (1, 40)
+    assert cloth_scene.cache_frame_range(mod) == (1, 40)
     assert "pin" not in ob.vertex_groups
     with pytest.raises(AttributeError):
         make_cloth_object(mesh, name="Bad", settings={"no_such_field": 1.0})
@@ -117,20 +117,21 @@ def test_round_trip_grid() -> None:
     params.validate()
 
     bpy.context.scene.use_gravity = False
-    assert export.export_cloth_params(ob.modifiers["Cloth"], bpy.context.scene).gravity == (0.0, 0.0, 0.0)
+    params = cloth_scene.export_cloth_params(ob.modifiers["Cloth"], bpy.context.scene)
+    assert params.gravity == (0.0, 0.0, 0.0)
 
 
 def test_defaults_match_blender() -> None:
     """ClothParams defaults are Blender's defaults for a fresh cloth modifier."""
     ob = make_cloth_object(grid_mesh(3, 3))
-    params = export.export_cloth_params(export.find_cloth_modifier(ob), bpy.context.scene)
+    params = cloth_scene.export_cloth_params(cloth_scene.find_cloth_modifier(ob), bpy.context.scene)
     for name, value in vars(type(params)()).items():
         got = getattr(params, name)
         if isinstance(value, str | int):
             assert got == value, name
         else:
             assert got == pytest.approx(value, rel=1e-6), name
-    assert export.cache_frame_range(export.find_cloth_modifier(ob)) == (1, 250)
+    assert cloth_scene.cache_frame_range(cloth_scene.find_cloth_modifier(ob)) == (1, 250)
 
 
 def test_export_takes_cloth_input_not_stack_output() -> None:
@@ -235,7 +236,7 @@ def test_pin_goals_follow_keyframes() -> None:
     flags = _modifier_flags(ob)
 
     frames = [1, 5, 10, 20, 25]
-    goals = export.sample_pin_goals(ob, bpy.context.evaluated_depsgraph_get(), scene, frames)
+    goals = cloth_scene.sample_pin_goals(ob, bpy.context.evaluated_depsgraph_get(), scene, frames)
     assert goals.shape == (len(frames), mesh.vertex_count, 3)
     for k, f in enumerate(frames):
         offset = start + (end - start) * min(f - 1, 19) / 19
@@ -264,7 +265,7 @@ def test_pin_goals_follow_shape_key() -> None:
 
     scene = bpy.context.scene
     scene.frame_set(1)
-    goals = export.sample_pin_goals(ob, bpy.context.evaluated_depsgraph_get(), scene, [1, 6, 11, 15])
+    goals = cloth_scene.sample_pin_goals(ob, bpy.context.evaluated_depsgraph_get(), scene, [1, 6, 11, 15])
     for k, lift in enumerate([0.0, 0.15, 0.3, 0.3]):
         np.testing.assert_allclose(goals[k], mesh.vertices + [0.0, 0.0, lift], atol=1e-6)
     assert scene.frame_current == 1

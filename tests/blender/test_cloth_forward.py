@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from blender_ref import (
     addon_package,
+    cloth_scene,
     corner_pin_weights,
     export_from_blender,
     grid_mesh,
@@ -58,7 +59,6 @@ def test_pins_follow_an_animated_object() -> None:
     """Pinned vertices follow the keyframed object each frame; the free cloth trails behind."""
     import bpy
 
-    export = addon_package().addon.export
     mesh = grid_mesh(10, 10, 1.0, 1.0)
     frames = 30
     ob = make_cloth_object(mesh, pin_weights=pin_row_weights(mesh), settings={"quality": 5}, frame_end=frames)
@@ -73,7 +73,7 @@ def test_pins_follow_an_animated_object() -> None:
     reference = run_blender_cloth(ob, frames)
     scene.frame_set(1)
     exported_mesh, params = export_from_blender(ob)
-    goals = export.sample_pin_goals(
+    goals = cloth_scene.sample_pin_goals(
         ob, bpy.context.evaluated_depsgraph_get(), scene, list(range(1, frames + 1))
     )
     sim = addon_package().warp_core.ClothSimulator(exported_mesh, params, device="cpu")

@@ -43,8 +43,20 @@ def test_build_install_enable_uninstall(addon_module, tmp_path: Path) -> None:
     build.validate(zip_path)  # raises BuildError if Blender's validator rejects the package
 
     names = set(zipfile.ZipFile(zip_path).namelist())
-    for required in ("blender_manifest.toml", "__init__.py", "addon/__init__.py", "warp_core/__init__.py"):
-        assert required in names, f"{required} missing from {zip_path.name}"
+    required = [
+        "blender_manifest.toml",
+        "__init__.py",
+        "addon/__init__.py",
+        "warp_core/__init__.py",
+        # one module of each subpackage: every package directory ships, not only the top level
+        *(f"addon/{sub}/__init__.py" for sub in ("cli", "models", "scene", "ui")),
+        "addon/ui/panel.py",
+        "addon/models/blender_cloth.py",
+        "warp_core/presets/files.py",
+        "warp_core/models/blender_cloth/__init__.py",
+    ]
+    for name in required:
+        assert name in names, f"{name} missing from {zip_path.name}"
     leaked = sorted(n for n in names if n.startswith(("tests/", ".", "wheels/", "dist/")) or ".whl" in n)
     assert not leaked, f"files that must not ship: {leaked}"
     assert not {"dev", "build.py", "requirements.txt", "requirements-dev.txt"} & names
@@ -67,7 +79,7 @@ def test_build_install_enable_uninstall(addon_module, tmp_path: Path) -> None:
         assert (repo_dir / PKG_ID / "blender_manifest.toml").is_file()
         assert EXT_MODULE in bpy.context.preferences.addons.keys()
         assert EXT_MODULE in sys.modules
-        assert bpy.types.FIT_PT_main.__module__ == f"{EXT_MODULE}.addon.panel"
+        assert bpy.types.FIT_PT_main.__module__ == f"{EXT_MODULE}.addon.ui.panel"
 
         result = bpy.ops.extensions.package_uninstall(repo_index=repo_index, pkg_id=PKG_ID)
         installed = False
@@ -80,4 +92,4 @@ def test_build_install_enable_uninstall(addon_module, tmp_path: Path) -> None:
         if installed:
             bpy.ops.extensions.package_uninstall(repo_index=repo_index, pkg_id=PKG_ID)
         addon_module.register()
-    assert bpy.types.FIT_PT_main.__module__ == f"{addon_module.__name__}.addon.panel"
+    assert bpy.types.FIT_PT_main.__module__ == f"{addon_module.__name__}.addon.ui.panel"

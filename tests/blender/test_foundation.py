@@ -14,7 +14,15 @@ WARP_CORE = REPO_ROOT / "warp_core"
 
 # Modules that exist only inside Blender (or the bpy wheel).
 BLENDER_ONLY = {
-    "bpy", "bpy_extras", "bmesh", "mathutils", "gpu", "gpu_extras", "blf", "idprop", "addon_utils",
+    "bpy",
+    "bpy_extras",
+    "bmesh",
+    "mathutils",
+    "gpu",
+    "gpu_extras",
+    "blf",
+    "idprop",
+    "addon_utils",
 }
 
 
@@ -64,7 +72,7 @@ def test_warp_core_imports_without_bpy() -> None:
 def test_panel_registered(addon_module) -> None:
     assert hasattr(bpy.types, "FIT_PT_main")
     panel = bpy.types.FIT_PT_main
-    assert panel.__module__ == f"{addon_module.__name__}.addon.panel"
+    assert panel.__module__ == f"{addon_module.__name__}.addon.ui.panel"
     assert (panel.bl_space_type, panel.bl_region_type, panel.bl_category) == ("VIEW_3D", "UI", "Fit")
 
 

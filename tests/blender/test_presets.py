@@ -1,19 +1,27 @@
-"""Material presets, the core side (``warp_core.presets``): validation, files, the built-in library."""
+"""Material presets, the core side (``warp_core.presets``): validation, files, the built-in library;
+and the add-on's readers of Blender's own presets and of fit results (``addon.presets``)."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import math
 import os
 import time
 from pathlib import Path
 
+import blender_env
 import bpy
 import pytest
 
-from warp_core import presets as pr
-from warp_core.models.blender_cloth.params import PARAMETER_BOUNDS, PARAMETER_NAMES
+# one package, so that PresetError and Preset are the same classes in the core and the add-on
+PKG = blender_env.import_addon_package()
+pr = importlib.import_module(f"{PKG.__name__}.warp_core.presets")
+pr_files = importlib.import_module(f"{PKG.__name__}.warp_core.presets.files")
+addon_presets = importlib.import_module(f"{PKG.__name__}.addon.presets")
+_params = importlib.import_module(f"{PKG.__name__}.warp_core.models.blender_cloth.params")
+PARAMETER_BOUNDS, PARAMETER_NAMES = _params.PARAMETER_BOUNDS, _params.PARAMETER_NAMES
 
 BLENDER_PRESETS = ("Cotton", "Denim", "Leather", "Rubber", "Silk")
 FITTED_PRESETS = ("Canvas", "Jersey Knit", "Linen", "PVC", "Wool Felt")
@@ -96,7 +104,7 @@ def test_blender_presets_match_blenders_own_files(name: str) -> None:
     assert not ours.provenance  # Blender's, not fitted
     # the repository's reader of Blender's presets agrees with this test's own reading
     path = Path(bpy.utils.preset_paths("cloth")[0]) / f"{name}.py"
-    assert pr.blender_preset_values(pr.read_blender_cloth_preset(path)) == ours.values
+    assert addon_presets.blender_preset_values(addon_presets.read_blender_cloth_preset(path)) == ours.values
 
 
 @pytest.mark.parametrize("name", FITTED_PRESETS)
@@ -122,10 +130,10 @@ def test_read_blender_cloth_preset_never_runs_code(tmp_path: Path) -> None:
         f"import bpy\nbpy.context.cloth.settings.mass = 1\nopen({str(marker)!r}, 'w').write('x')\n"
     )
     with pytest.raises(pr.PresetError, match="unexpected statement at line 3"):
-        pr.read_blender_cloth_preset(evil)
+        addon_presets.read_blender_cloth_preset(evil)
     evil.write_text(f"import bpy\nbpy.context.cloth.settings.mass = open({str(marker)!r}, 'w')\n")
     with pytest.raises(ValueError):  # not a literal: ast.literal_eval refuses
-        pr.read_blender_cloth_preset(evil)
+        addon_presets.read_blender_cloth_preset(evil)
     assert not marker.exists()
 
 
@@ -391,7 +399,7 @@ def test_save_writes_atomically_inside_the_directory(tmp_path: Path) -> None:
 def test_save_never_leaves_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     presets = tmp_path / "presets"
     presets.mkdir()
-    monkeypatch.setattr(pr, "safe_filename", lambda name: "../evil.json")
+    monkeypatch.setattr(pr_files, "safe_filename", lambda name: "../evil.json")
     with pytest.raises(pr.PresetError, match="not inside the presets directory"):
         pr.save_preset_file(pr.parse_preset(good_text()), presets)
     monkeypatch.undo()
@@ -426,7 +434,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.Mon
     def fail(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(pr.os, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
         pr.save_preset_file(pr.parse_preset(with_values(mass=9.0)), tmp_path, overwrite=True)
     assert path.read_text() == before
@@ -499,7 +507,7 @@ def test_preset_from_fit_result() -> None:
         "iterations": 9,
     }
     base = {"quality": 7, "mass": 0.25, "tension_stiffness": 15.0, "pin_stiffness": 1.0}
-    p = pr.preset_from_fit_result("Shirt Fitted", result, base, notes="from the shoot")
+    p = addon_presets.preset_from_fit_result("Shirt Fitted", result, base, notes="from the shoot")
     assert p.values == {
         "quality": 7,
         "mass": 0.25,
@@ -524,16 +532,16 @@ def test_preset_from_fit_result() -> None:
     started = dict(
         result, start_values={"quality": 12, "mass": 1.0, "tension_stiffness": 40.0, "time_scale": 1.0}
     )
-    p2 = pr.preset_from_fit_result("Shirt Fitted", started, base)
+    p2 = addon_presets.preset_from_fit_result("Shirt Fitted", started, base)
     assert p2.values["quality"] == 12 and p2.values["mass"] == 1.0 and p2.values["tension_stiffness"] == 31.5
     assert "time_scale" not in p2.values
     with pytest.raises(pr.PresetError, match="the 'soft_body' model"):
-        pr.preset_from_fit_result("x", dict(result, model="soft_body"))
+        addon_presets.preset_from_fit_result("x", dict(result, model="soft_body"))
     with pytest.raises(pr.PresetError, match="no fitted parameters"):
-        pr.preset_from_fit_result("x", dict(result, params={}))
+        addon_presets.preset_from_fit_result("x", dict(result, params={}))
     with pytest.raises(pr.PresetError, match="do not know: friction"):
-        pr.preset_from_fit_result("x", dict(result, params={"friction": 1.0}))
+        addon_presets.preset_from_fit_result("x", dict(result, params={"friction": 1.0}))
     with pytest.raises(pr.PresetError, match="outside Blender's range"):
-        pr.preset_from_fit_result("x", dict(result, params={"air_damping": 50.0}))
+        addon_presets.preset_from_fit_result("x", dict(result, params={"air_damping": 50.0}))
     with pytest.raises(pr.PresetError, match="path separator"):
-        pr.preset_from_fit_result("a/b", result)
+        addon_presets.preset_from_fit_result("a/b", result)

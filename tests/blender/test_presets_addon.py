@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 PKG = blender_env.import_addon_package()
-ui = importlib.import_module(f"{PKG.__name__}.addon.presets")
+addon_presets = importlib.import_module(f"{PKG.__name__}.addon.presets")
+preset_menus = importlib.import_module(f"{PKG.__name__}.addon.ui.preset_menus")
+preset_operators = importlib.import_module(f"{PKG.__name__}.addon.ui.preset_operators")
 core = importlib.import_module(f"{PKG.__name__}.warp_core.presets")
 PARAMETER_NAMES = importlib.import_module(f"{PKG.__name__}.warp_core.models.blender_cloth").PARAMETER_NAMES
 
@@ -52,7 +54,7 @@ RESULT = {
 @pytest.fixture(autouse=True)
 def user_dir() -> Path:
     """The user presets folder, empty at the start and end of each test."""
-    path = ui.user_presets_dir()
+    path = addon_presets.user_presets_dir()
     for d in (path,):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
@@ -94,7 +96,7 @@ def tree(root: Path) -> dict[str, bytes]:
 def test_user_presets_dir_outside_an_extension_install() -> None:
     """Loaded as a plain package, presets go to the user scripts folder (the test profile)."""
     expected = Path(os.environ["BLENDER_USER_SCRIPTS"]) / "presets" / "fit_to_target"
-    assert ui.user_presets_dir().resolve() == expected.resolve()
+    assert addon_presets.user_presets_dir().resolve() == expected.resolve()
     assert str(expected).startswith(str(blender_env.SESSION_TMP))
 
 
@@ -106,8 +108,8 @@ def test_user_presets_dir_of_an_installed_extension(monkeypatch: pytest.MonkeyPa
         return str(tmp_path / path)
 
     monkeypatch.setattr(bpy.utils, "extension_path_user", extension_path_user)
-    monkeypatch.setattr(ui, "EXTENSION_PACKAGE", "bl_ext.user_default.fit_to_target")
-    assert ui.user_presets_dir() == tmp_path / "presets"
+    monkeypatch.setattr(addon_presets, "EXTENSION_PACKAGE", "bl_ext.user_default.fit_to_target")
+    assert addon_presets.user_presets_dir() == tmp_path / "presets"
     assert calls == [("bl_ext.user_default.fit_to_target", "presets", True)]
 
 
@@ -116,8 +118,9 @@ def test_registered_ui() -> None:
         assert hasattr(bpy.types, name)
     for op in ("apply", "use_as_start", "save_fitted", "rename", "delete", "import", "export"):
         assert hasattr(bpy.ops.fit, f"preset_{op}")
-    assert ui.FIT_PT_presets.bl_parent_id == "FIT_PT_main" and ui.FIT_PT_presets.bl_category == "Fit"
-    assert "UNDO" in ui.FIT_OT_preset_apply.bl_options  # one undo step
+    panel = preset_menus.FIT_PT_presets
+    assert panel.bl_parent_id == "FIT_PT_main" and panel.bl_category == "Fit"
+    assert "UNDO" in preset_operators.FIT_OT_preset_apply.bl_options  # one undo step
 
 
 class FakeLayout:
@@ -146,7 +149,7 @@ def test_menus_list_builtin_then_user_presets(user_dir: Path) -> None:
     core.save_preset_file(core.Preset("My Cloth", {"mass": 0.5}), user_dir)
     (user_dir / "broken.json").write_text("{not json")
     layout = FakeLayout()
-    ui.FIT_MT_presets.draw(SimpleNamespace(layout=layout), bpy.context)
+    preset_menus.FIT_MT_presets.draw(SimpleNamespace(layout=layout), bpy.context)
     applied = [c[3].name for c in layout.calls if c[0] == "operator" and c[1] == "fit.preset_apply"]
     blender = ["Cotton", "Denim", "Leather", "Rubber", "Silk"]
     fitted = [n for n in BUILTIN_NAMES if n not in blender]
@@ -166,11 +169,11 @@ def test_menus_list_builtin_then_user_presets(user_dir: Path) -> None:
     assert "fit.preset_save_fitted" in ops and "fit.preset_import" in ops
     # rename and delete offer user presets only
     layout = FakeLayout()
-    ui.FIT_MT_presets_delete.draw(SimpleNamespace(layout=layout), bpy.context)
+    preset_menus.FIT_MT_presets_delete.draw(SimpleNamespace(layout=layout), bpy.context)
     assert [c[3].name for c in layout.calls if c[0] == "operator"] == ["My Cloth"]
     # the sub-panel's header draws the preset menu
     layout = FakeLayout()
-    ui.FIT_PT_presets.draw_header_preset(SimpleNamespace(layout=layout), bpy.context)
+    preset_menus.FIT_PT_presets.draw_header_preset(SimpleNamespace(layout=layout), bpy.context)
     assert layout.calls == [("menu", "FIT_MT_presets", "Presets")]
 
 
@@ -210,8 +213,9 @@ def test_use_as_start_writes_the_start_values() -> None:
     start = json.loads(ob.fit_to_target.start_values_json)
     assert start == core.find_preset("Leather").values
     assert settings_of(ob)["tension_stiffness"] == 15.0  # the modifier itself is unchanged
-    fitting = importlib.import_module(f"{PKG.__name__}.addon.fitting")
-    assert fitting.parse_start_values(ob.fit_to_target.start_values_json, ob.name) == start
+    request = importlib.import_module(f"{PKG.__name__}.addon.request")
+    fields = importlib.import_module(f"{PKG.__name__}.warp_core.models.blender_cloth").CLOTH_SETTINGS_FIELDS
+    assert request.parse_start_values(ob.fit_to_target.start_values_json, ob.name, fields) == start
 
 
 def run_fresh_session(code: str) -> str:
@@ -270,14 +274,18 @@ def test_save_fitted_as_preset_round_trip(user_dir: Path) -> None:
 
     # a new session (after loading a new file, and in a new process) lists it
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
-    assert "shirt cotton" in [p.name for p in ui.all_presets()]
-    # the core lookup (used by the batch command) sees user presets while the add-on is registered
-    assert core.find_preset("Shirt Cotton").path.resolve() == path.resolve()
+    assert "shirt cotton" in [p.name for p in addon_presets.all_presets()]
+    # the add-on's lookup (used by the batch command) includes the user folder; the core's only
+    # when given it
+    assert addon_presets.find_preset("Shirt Cotton").path.resolve() == path.resolve()
+    assert core.find_preset("Shirt Cotton", addon_presets.user_presets_dir()).path.resolve() == path.resolve()
+    with pytest.raises(core.PresetError, match="no preset named 'Shirt Cotton'"):
+        core.find_preset("Shirt Cotton")
     out = json.loads(
         run_fresh_session(
-            "import json, fit_to_target.addon.presets as ui\n"
-            "p = ui.find_preset('SHIRT COTTON')\n"
-            "print(json.dumps({'names': [q.name for q in ui.all_presets()], 'values': p.values,"
+            "import json, fit_to_target.addon.presets as addon_presets\n"
+            "p = addon_presets.find_preset('SHIRT COTTON')\n"
+            "print(json.dumps({'names': [q.name for q in addon_presets.all_presets()], 'values': p.values,"
             " 'path': str(p.path), 'builtin': p.builtin}))\n"
         )
     )
@@ -313,7 +321,7 @@ def test_rename_and_delete_user_presets_only(user_dir: Path) -> None:
     core.save_preset_file(core.Preset("Other", {"mass": 0.7}), user_dir)
     bpy.ops.fit.preset_rename(name="mine", new_name="Mine Renamed")
     assert sorted(p.name for p in user_dir.iterdir()) == ["mine_renamed.json", "other.json"]
-    assert ui.find_preset("Mine Renamed").values == {"quality": 6, "mass": 0.5}
+    assert addon_presets.find_preset("Mine Renamed").values == {"quality": 6, "mass": 0.5}
     with pytest.raises(RuntimeError, match="A preset named 'Other' already exists"):
         bpy.ops.fit.preset_rename(name="Mine Renamed", new_name="other")
     with pytest.raises(RuntimeError, match="a built-in preset has that name|already exists"):
@@ -349,12 +357,13 @@ def test_import_validates_and_copies(user_dir: Path, tmp_path: Path) -> None:
     src.write_text(good_preset_text())
     bpy.ops.fit.preset_import(filepath=str(src))
     assert [p.name for p in user_dir.iterdir()] == ["shared_wool.json"]
-    assert ui.find_preset("Shared Wool").values == {"quality": 6, "mass": 0.7, "bending_stiffness": 12.5}
+    shared = addon_presets.find_preset("Shared Wool")
+    assert shared.values == {"quality": 6, "mass": 0.7, "bending_stiffness": 12.5}
     with pytest.raises(RuntimeError, match="a preset named 'Shared Wool' already exists"):
         bpy.ops.fit.preset_import(filepath=str(src))
     src.write_text(good_preset_text(values={"mass": 0.9}))
     bpy.ops.fit.preset_import(filepath=str(src), overwrite=True)
-    assert ui.find_preset("Shared Wool").values == {"mass": 0.9}
+    assert addon_presets.find_preset("Shared Wool").values == {"mass": 0.9}
     src.write_text(good_preset_text(name="silk"))
     with pytest.raises(RuntimeError, match="Not imported: cannot save preset 'silk': a built-in"):
         bpy.ops.fit.preset_import(filepath=str(src))
@@ -416,7 +425,7 @@ def test_code_in_a_name_is_never_run(user_dir: Path, tmp_path: Path) -> None:
         cloth_object()
         bpy.ops.fit.preset_apply(name=name)
         layout = FakeLayout()
-        ui.FIT_MT_presets.draw(SimpleNamespace(layout=layout), bpy.context)
+        preset_menus.FIT_MT_presets.draw(SimpleNamespace(layout=layout), bpy.context)
         bpy.ops.fit.preset_rename(name=name, new_name="Harmless")
     finally:
         os.chdir(cwd)
@@ -443,7 +452,7 @@ def test_export_writes_the_chosen_file(tmp_path: Path, user_dir: Path) -> None:
     data["name"] = "Canvas (team)"
     written.write_text(json.dumps(data))
     bpy.ops.fit.preset_import(filepath=str(written))
-    assert ui.find_preset("canvas (team)").values == canvas.values
+    assert addon_presets.find_preset("canvas (team)").values == canvas.values
     with pytest.raises(RuntimeError, match="no preset named 'Tweed'"):
         bpy.ops.fit.preset_export(name="Tweed", filepath=str(tmp_path / "x.json"))
     with pytest.raises(RuntimeError, match="does not exist"):

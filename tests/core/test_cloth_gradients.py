@@ -46,8 +46,9 @@ def problem():
     free = (sim.topology.pinned == 0)[:, None]
     x0 = mesh.vertices + 0.002 * rng.standard_normal(mesh.vertices.shape) * free
     v0 = 0.02 * rng.standard_normal(mesh.vertices.shape) * free
-    target = sim.rollout(FRAME_END, FRAMES, x0=wp.array(x0, dtype=vec3d), v0=wp.array(v0, dtype=vec3d),
-                         keep_states=False).numpy()
+    target = sim.rollout(
+        FRAME_END, FRAMES, x0=wp.array(x0, dtype=vec3d), v0=wp.array(v0, dtype=vec3d), keep_states=False
+    ).numpy()
     target += 0.01 * rng.standard_normal(target.shape)
     return sim, x0, v0, target, rng
 
@@ -61,8 +62,12 @@ def _tape_gradients(sim, x0, v0, target):
     tape = wp.Tape()
     with tape:
         rollout = sim.rollout(FRAME_END, FRAMES, x0=x0_wp, v0=v0_wp)
-        wp.launch(squared_distance_loss, dim=(len(FRAMES), sim.vertex_count),
-                  inputs=[rollout.positions, target_wp], outputs=[loss])
+        wp.launch(
+            squared_distance_loss,
+            dim=(len(FRAMES), sim.vertex_count),
+            inputs=[rollout.positions, target_wp],
+            outputs=[loss],
+        )
     tape.backward(loss)
     grads = (sim.params.grad.numpy().copy(), x0_wp.grad.numpy().copy(), v0_wp.grad.numpy().copy())
     tape.zero()
@@ -74,8 +79,14 @@ def _loss(sim, x0, v0, target, iterations, values=None) -> float:
     if values:
         sim.set_params(values)
     try:
-        out = sim.rollout(FRAME_END, FRAMES, x0=wp.array(x0, dtype=vec3d), v0=wp.array(v0, dtype=vec3d),
-                          frozen=iterations, keep_states=False)
+        out = sim.rollout(
+            FRAME_END,
+            FRAMES,
+            x0=wp.array(x0, dtype=vec3d),
+            v0=wp.array(v0, dtype=vec3d),
+            frozen=iterations,
+            keep_states=False,
+        )
     finally:
         sim.set_params(saved)
     return float(((out.numpy() - target) ** 2).sum())
@@ -108,16 +119,20 @@ def test_initial_state_gradients_match_finite_differences(problem) -> None:
     free = (sim.topology.pinned == 0)[:, None]
     direction = rng.standard_normal(x0.shape)
     step = 1e-6
-    fd_v = (_loss(sim, x0, v0 + step * direction, target, iterations)
-            - _loss(sim, x0, v0 - step * direction, target, iterations)) / (2 * step)
+    fd_v = (
+        _loss(sim, x0, v0 + step * direction, target, iterations)
+        - _loss(sim, x0, v0 - step * direction, target, iterations)
+    ) / (2 * step)
     adj_v = float((v0_grad * direction).sum())
     assert fd_v != 0.0
     assert abs(adj_v - fd_v) <= 1e-3 * abs(fd_v)
     # positions: spring switches lie within ~1e-6 of this state, so a smaller step
     direction = direction * free
     step = 1e-8
-    fd_x = (_loss(sim, x0 + step * direction, v0, target, iterations)
-            - _loss(sim, x0 - step * direction, v0, target, iterations)) / (2 * step)
+    fd_x = (
+        _loss(sim, x0 + step * direction, v0, target, iterations)
+        - _loss(sim, x0 - step * direction, v0, target, iterations)
+    ) / (2 * step)
     adj_x = float((x0_grad * direction).sum())
     assert abs(adj_x - fd_x) <= 1e-3 * abs(fd_x)
 
@@ -135,8 +150,12 @@ def test_gradients_accumulate_like_warp_arrays(problem) -> None:
         tape = wp.Tape()
         with tape:
             rollout = sim.rollout(FRAME_END, FRAMES, x0=x0_wp, v0=v0_wp)
-            wp.launch(squared_distance_loss, dim=(len(FRAMES), sim.vertex_count),
-                      inputs=[rollout.positions, target_wp], outputs=[loss])
+            wp.launch(
+                squared_distance_loss,
+                dim=(len(FRAMES), sim.vertex_count),
+                inputs=[rollout.positions, target_wp],
+                outputs=[loss],
+            )
         tape.backward(loss)
     np.testing.assert_allclose(sim.params.grad.numpy(), 2 * g1, rtol=1e-10)
     sim.params.grad.zero_()

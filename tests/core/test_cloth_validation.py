@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
-from warp_core.models.blender_cloth.solver_kernels import substep_schedule
+from warp_core.models.blender_cloth.schedule import substep_schedule
 
 
 def _quad_strip() -> tuple[np.ndarray, list[list[int]]]:

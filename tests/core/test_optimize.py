@@ -9,14 +9,11 @@ import time
 import numpy as np
 import pytest
 
-from warp_core.fit.optimize import (
-    FitDivergedError,
-    OptimizeSettings,
-    ParameterSpec,
-    adam,
-    identifiability,
-    levenberg_marquardt,
-)
+from warp_core.fit.adam import adam
+from warp_core.fit.identifiability import identifiability
+from warp_core.fit.lm import levenberg_marquardt
+from warp_core.fit.optimize import FitDivergedError, OptimizeSettings
+from warp_core.fit.spec import ParameterSpec
 
 
 class ExpDecay:

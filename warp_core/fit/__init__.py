@@ -1,20 +1,18 @@
 """Fitting a model's parameters to keyframe targets: problem, objective, optimizers,
-identifiability and the result."""
+identifiability and the result.
 
-from .engine import (
-    ClothFitObjective,
-    FitError,
-    FitProblem,
-    FitResult,
-    FitSettings,
-    Target,
-    fit,
-    problem_metadata,
-)
+The engine reaches a model only through the registry (``warp_core.models.get_model``) and
+the ``Model``/``Simulator`` protocols, so a new model needs no change here.
+"""
+
+from .engine import fit, problem_metadata
+from .objective import FitObjective
+from .problem import FitError, FitProblem, FitSettings, Target
+from .result import FitResult
 
 __all__ = [
-    "ClothFitObjective",
     "FitError",
+    "FitObjective",
     "FitProblem",
     "FitResult",
     "FitSettings",

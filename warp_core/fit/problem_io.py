@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_write
 from ..mesh import ClothMesh
-from ..models.blender_cloth.params import ClothParams
-from .engine import FitProblem, Target, problem_metadata
+from ..models import get_model
+from .engine import problem_metadata
+from .problem import FitProblem, Target
 
 FORMAT_VERSION = 1
 
@@ -40,16 +41,7 @@ def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
             arrays[f"target{k}_weights"] = np.asarray(t.weights, dtype=np.float64)
     meta = {"format": "fit_to_target.problem", "version": FORMAT_VERSION, **problem_metadata(problem)}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    fd, tmp = tempfile.mkstemp(prefix=".problem-", suffix=".npz", dir=path.parent or ".")
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
 
 
 def load_problem(path: str | os.PathLike) -> FitProblem:
@@ -68,6 +60,12 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
         raise ValueError(f"{path} has no readable header") from e
     if meta.get("format") != "fit_to_target.problem" or meta.get("version") != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported problem format {meta.get('format')} v{meta.get('version')}")
+    # files written before models had names are all blender_cloth problems
+    model_name = meta.get("model", "blender_cloth")
+    try:
+        model = get_model(model_name)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
     try:
         mesh = ClothMesh(
             arrays["vertices"],
@@ -76,8 +74,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             arrays["edges"],
             arrays["pin_weights"],
         )
-        params = meta["params"]
-        params["gravity"] = tuple(params["gravity"])
+        params = model.settings_from_dict(meta["params"])
         targets = [
             Target(
                 frame=int(frame),
@@ -89,7 +86,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
         ]
         return FitProblem(
             mesh=mesh,
-            params=ClothParams(**params),
+            params=params,
             targets=targets,
             fit=list(meta["fit"]),
             ties=dict(meta.get("ties", {})),
@@ -97,6 +94,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             start_frame=int(meta.get("start_frame", 1)),
             goals=arrays.get("goals"),
             loss=meta.get("loss", "auto"),
+            model=model_name,
         )
     except (KeyError, TypeError) as e:
         raise ValueError(f"{path}: incomplete problem file ({e})") from e

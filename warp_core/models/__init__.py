@@ -1,18 +1,22 @@
 """Material models by name.
 
-Built-in models are imported on first use, so importing the registry stays cheap and a
-model's Warp kernels are only compiled when it is used. Tests and extensions add their own
-with :func:`register_model`.
+Every subpackage of this package is a built-in model (its ``MODEL``), found by scanning the
+folder and imported on first use, so importing the registry stays cheap and a model's Warp
+kernels are only compiled when it is used. Tests and scripts add their own with
+:func:`register_model`.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from .base import Model, ModelRollout, ModelSettings, Parameter, Simulator
 
 # name -> module (relative to this package) whose ``MODEL`` is the model
-_BUILTIN: dict[str, str] = {"blender_cloth": ".blender_cloth"}
+_BUILTIN: dict[str, str] = {
+    info.name: f".{info.name}" for info in pkgutil.iter_modules(__path__) if info.ispkg
+}
 _REGISTERED: dict[str, Model] = {}
 
 

@@ -7,11 +7,21 @@ truncated solver computes, with memory O(substeps * N) plus one substep's transi
 buffers.
 """
 
-import numpy as np
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import warp as wp
 
-from .simulator import ClothSimulator, Rollout, SubstepBuffers
-from .solver_kernels import CG_MAX_ITERATIONS, substep_times
+from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
+from .buffers import SubstepBuffers
+from .schedule import CG_MAX_ITERATIONS
+from .state import ClothState, RolloutPlan
+from .step import CGControl, SubstepInputs
+
+if TYPE_CHECKING:
+    # the simulator imports this module to record its backward pass
+    from .simulator import ClothSimulator, Rollout
 
 
 def tape_bytes_per_vertex_substep(sim: ClothSimulator) -> int:
@@ -44,15 +54,17 @@ def record_rollout_backward(
     tape: wp.Tape,
     sim: ClothSimulator,
     rollout: Rollout,
-    goal: list[wp.array],
-    starts: np.ndarray,
-    h: float,
+    plan: RolloutPlan,
     x0: wp.array | None,
     v0: wp.array | None,
 ) -> None:
-    n_sub = len(starts)
+    """Record on ``tape`` the backward pass of ``rollout``, which ``sim`` ran from ``plan``
+    (and from ``x0``, ``v0`` when given: their gradients are accumulated too)."""
+    schedule = plan.schedule
+    goal = plan.goals
+    n_sub = len(schedule)
     total = len(rollout.cg_iterations)
-    f0 = sim.start_frame
+    f0 = plan.start_frame
     # output rows by the state index they copy (state s = after s substeps)
     rows_at_state: dict[int, list[int]] = {}
     for r, f in enumerate(rollout.frames):
@@ -60,7 +72,7 @@ def record_rollout_backward(
     user_params = sim.params
     # values only: a clone of an array with requires_grad would carry its gradient along
     params_snapshot = wp.clone(user_params, requires_grad=False)
-    time_scale = sim.settings.time_scale
+    # the settings of the forward pass, even if the caller changes them before backward
     settings_snapshot = sim.settings
 
     def backward() -> None:
@@ -78,8 +90,6 @@ def record_rollout_backward(
         params_in = wp.clone(params_snapshot, requires_grad=True)
         params_in.grad.zero_()
         buf: SubstepBuffers | None = None
-        saved_settings = sim.settings
-        sim.settings = settings_snapshot
         graphs: dict[int, object] = {}
         if sim.use_graphs:
             # every CG iteration keeps its own buffers; one graph per substep index replays the
@@ -89,21 +99,17 @@ def record_rollout_backward(
             goal_new = wp.zeros(n, dtype=vec3, device=d)
             sim.load_modules()
 
-        def substep(buffers, old, new, in_graph: bool, k: int, iterations: int) -> None:
-            sim.launch_substep(
+        def substep(
+            buffers: SubstepBuffers, old: wp.array, new: wp.array, in_graph: bool, k: int, iterations: int
+        ) -> None:
+            sim.solver.launch(
+                settings_snapshot,
                 buffers,
                 params_in,
-                x_in,
-                v_in,
-                old,
-                new,
-                k == 0,
-                *substep_times(starts[k], h, time_scale),
-                h,
-                x_out,
-                v_out,
-                frozen_count=iterations,
-                in_graph=in_graph,
+                ClothState(x_in, v_in),
+                SubstepInputs.of(old, new, schedule, k),
+                ClothState(x_out, v_out),
+                CGControl(frozen_count=iterations, in_graph=in_graph),
             )
 
         def reverse(inner: wp.Tape) -> None:
@@ -111,7 +117,7 @@ def record_rollout_backward(
             wp.copy(adj_x, x_in.grad)
             wp.copy(adj_v, v_in.grad)
             wp.launch(
-                _accumulate_scalar_kernel(sim.dtype),
+                accumulate_scalar_kernel(sim.dtype),
                 dim=params_in.shape[0],
                 device=d,
                 inputs=[params_in.grad],
@@ -119,84 +125,51 @@ def record_rollout_backward(
             )
             inner.zero()
 
-        try:
-            for s in range(total, 0, -1):
-                for r in rows_at_state.get(s, []):
-                    wp.launch(
-                        _accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]
-                    )
-                k = (s - 1) % n_sub
-                fi = (s - 1) // n_sub
-                iterations = int(rollout.cg_iterations[s - 1])
-                wp.copy(x_in, rollout.state_x[s - 1])
-                wp.copy(v_in, rollout.state_v[s - 1])
-
-                if sim.use_graphs:
-                    wp.copy(goal_old, goal[fi])
-                    wp.copy(goal_new, goal[fi + 1])
-                    buf.frozen.fill_(iterations)
-                    if k not in graphs:
-                        inner = wp.Tape()
-                        with wp.ScopedCapture(device=d, force_module_load=False) as capture:
-                            with inner:
-                                substep(buf, goal_old, goal_new, True, k, iterations)
-                            reverse(inner)
-                        graphs[k] = capture.graph
-                    wp.capture_launch(graphs[k])
-                else:
-                    buf = _grow_buffers(sim, buf, iterations)
-                    inner = wp.Tape()
-                    with inner:
-                        substep(buf, goal[fi], goal[fi + 1], False, k, iterations)
-                    reverse(inner)
-            for r in rows_at_state.get(0, []):
+        for s in range(total, 0, -1):
+            for r in rows_at_state.get(s, []):
                 wp.launch(
-                    _accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]
+                    accumulate_vec3_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]
                 )
-        finally:
-            sim.settings = saved_settings
+            k = (s - 1) % n_sub
+            fi = (s - 1) // n_sub
+            iterations = int(rollout.cg_iterations[s - 1])
+            wp.copy(x_in, rollout.state_x[s - 1])
+            wp.copy(v_in, rollout.state_v[s - 1])
+
+            if sim.use_graphs:
+                wp.copy(goal_old, goal[fi])
+                wp.copy(goal_new, goal[fi + 1])
+                buf.frozen.fill_(iterations)
+                if k not in graphs:
+                    inner = wp.Tape()
+                    with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+                        with inner:
+                            substep(buf, goal_old, goal_new, True, k, iterations)
+                        reverse(inner)
+                    graphs[k] = capture.graph
+                wp.capture_launch(graphs[k])
+            else:
+                buf = _grow_buffers(sim, buf, iterations)
+                inner = wp.Tape()
+                with inner:
+                    substep(buf, goal[fi], goal[fi + 1], False, k, iterations)
+                reverse(inner)
+        for r in rows_at_state.get(0, []):
+            wp.launch(
+                accumulate_vec3_kernel(sim.dtype), dim=n, device=d, inputs=[out_grad[r]], outputs=[adj_x]
+            )
         wp.launch(
-            _accumulate_scalar_kernel(sim.dtype),
+            accumulate_scalar_kernel(sim.dtype),
             dim=user_params.shape[0],
             device=d,
             inputs=[param_grad],
             outputs=[user_params.grad],
         )
         if x0 is not None and x0.requires_grad:
-            wp.launch(_accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[adj_x], outputs=[x0.grad])
+            wp.launch(accumulate_vec3_kernel(sim.dtype), dim=n, device=d, inputs=[adj_x], outputs=[x0.grad])
         if v0 is not None and v0.requires_grad:
-            wp.launch(_accumulate_kernel(sim.dtype), dim=n, device=d, inputs=[adj_v], outputs=[v0.grad])
+            wp.launch(accumulate_vec3_kernel(sim.dtype), dim=n, device=d, inputs=[adj_v], outputs=[v0.grad])
 
     arrays = [rollout.positions, user_params]
     arrays += [a for a in (x0, v0) if a is not None and a.requires_grad]
     tape.record_func(backward, arrays)
-
-
-_KERNELS: dict = {}
-
-
-def _accumulate_kernel(dtype):
-    key = ("vec", dtype)
-    if key not in _KERNELS:
-        vec3 = wp.types.vector(3, dtype)
-
-        @wp.kernel(module="unique")
-        def accumulate_vec3(src: wp.array(dtype=vec3), dst: wp.array(dtype=vec3)):
-            i = wp.tid()
-            dst[i] = dst[i] + src[i]
-
-        _KERNELS[key] = accumulate_vec3
-    return _KERNELS[key]
-
-
-def _accumulate_scalar_kernel(dtype):
-    key = ("scalar", dtype)
-    if key not in _KERNELS:
-
-        @wp.kernel(module="unique")
-        def accumulate_scalar(src: wp.array(dtype=dtype), dst: wp.array(dtype=dtype)):
-            i = wp.tid()
-            dst[i] = dst[i] + src[i]
-
-        _KERNELS[key] = accumulate_scalar
-    return _KERNELS[key]

@@ -3,8 +3,9 @@
     (M - h dF/dv - h^2 dF/dx) dv = h (F + h dF/dx v),   v += dv,   x += h v,
 
 solved with Blender's truncated, filtered conjugate gradients (x0 = 0, stop when
-r.r <= 1e-4 |S b|^2 or after 100 iterations). The truncation changes the dynamics, so it
-is emulated rather than replaced by an exact solve.
+r.r <= 1e-4 |S b|^2 or after 100 iterations; those constants and the substep schedule
+are in ``schedule.py``). The truncation changes the dynamics, so it is emulated rather
+than replaced by an exact solve.
 
 Each CG iteration reads one set of buffers and writes the next, and iterations past
 convergence are masked no-ops: the same kernels serve the forward pass (two buffer sets,
@@ -15,37 +16,11 @@ recompute (one buffer set per iteration, differentiated by Warp's autodiff).
 import functools
 from types import SimpleNamespace
 
-import numpy as np
 import warp as wp
 
 from .force_kernels import NO_FMA, PARAM_MASS, force_kernels
 
-CG_TOLERANCE = 1.0e-4  # Blender: conjgrad_epsilon**2 with conjgrad_epsilon = 0.01
-CG_MAX_ITERATIONS = 100
 DOT_CHUNK = 256  # vertices per partial sum of the fixed-order dot products
-
-
-def substep_schedule(quality: int, time_scale: float) -> tuple[float, np.ndarray]:
-    """Substep length and each substep's start time, as Blender's float32 loop runs them.
-
-    ``while (step < tf) step += dt`` in float32 runs quality + 1 substeps for some
-    qualities (12, 19, 23, ...); the pin interpolation then extrapolates slightly.
-    """
-    f32 = np.float32
-    dt = f32(f32(1.0) / f32(quality)) * f32(time_scale)
-    tf = f32(time_scale)
-    starts = []
-    step = f32(0.0)
-    while step < tf:
-        starts.append(step)
-        step = f32(step + dt)
-    return float(dt), np.array(starts, dtype=np.float32)
-
-
-def substep_times(start: float, h: float, time_scale: float) -> tuple[float, float]:
-    """Goal-spring time at the substep start and the pin time at its end, as fractions of
-    the frame (Blender divides by time_scale so pinned motion is not scaled)."""
-    return float(start) / time_scale, float(np.float32(np.float32(start) + np.float32(h))) / time_scale
 
 
 @functools.cache

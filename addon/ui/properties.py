@@ -15,31 +15,14 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..warp_core.models.blender_cloth.params import PARAMETER_NAMES
-
-# Fitted unless the user says otherwise: the two a clamped or draped sheet shows best.
-DEFAULT_FIT = ("tension_stiffness", "bending_stiffness")
-
-# Tie groups: when a tie is on, the first fitted member leads and the others follow it.
-TIE_GROUPS: dict[str, tuple[str, ...]] = {
-    "tie_compression": ("tension_stiffness", "compression_stiffness"),
-    "tie_damping": ("tension_damping", "compression_damping", "shear_damping"),
-}
-
-MODEL_ITEMS = [
-    ("BLENDER_CLOTH", "Blender Cloth", "Fit the settings of the object's Cloth modifier"),
-    ("SOFT_BODY", "Soft Body (later)", "Not available yet: Soft Body fitting is planned"),
-]
-MODEL_NAMES = {"BLENDER_CLOTH": "blender_cloth", "SOFT_BODY": "soft_body"}
+from ...warp_core.models import get_model
+from ..models.registry import MODEL_ITEMS, scene_models
+from ..warp_setup import configure_warp
 
 LOSS_ITEMS = [
     ("VERTEX", "Same topology", "Distance of each cloth vertex to the same vertex of the target"),
     ("SURFACE", "Surface", "Distance between the cloth and the target surface (any topology)"),
 ]
-
-
-def parameter_label(name: str) -> str:
-    return name.replace("_", " ").capitalize()
 
 
 def _mesh_only(_self: bpy.types.PropertyGroup, ob: bpy.types.Object) -> bool:
@@ -76,8 +59,6 @@ def device_items() -> list[tuple[str, str, str, int]]:
         try:
             import warp as wp
 
-            from .fitting import configure_warp  # here: fitting imports this module
-
             configure_warp()
             for index, device in enumerate(wp.get_cuda_devices()):
                 gpus.append((device.alias, f"{device.name} ({device.alias})"))
@@ -95,26 +76,21 @@ def _device_enum_items(_self: bpy.types.PropertyGroup, _context: bpy.types.Conte
 
 
 class FIT_PG_settings(bpy.types.PropertyGroup):
-    """Fit settings of one object. The ``fit_<parameter>`` booleans are added below."""
+    """Fit settings of one object. Each model's ``fit_<parameter>`` booleans and tie options
+    are added below."""
 
     model: EnumProperty(name="Model", items=MODEL_ITEMS, default="BLENDER_CLOTH")
-    tie_compression: BoolProperty(
-        name="Compression = Tension",
-        description="Fit one stiffness for stretching and compression (Blender's default keeps them equal)",
-        default=True,
-    )
-    tie_damping: BoolProperty(
-        name="Dampings Together",
-        description="Fit one value for tension, compression and shear damping",
-        default=True,
-    )
     targets: CollectionProperty(type=FIT_PG_target)
     active_target_index: IntProperty(default=0)
     loss: EnumProperty(name="Loss", items=LOSS_ITEMS, default="VERTEX")
     max_iterations: IntProperty(name="Max Iterations", default=30, min=1, soft_max=200)
     time_budget: FloatProperty(
-        name="Time Budget", description="Stop after this many seconds (0: no limit)", default=0.0, min=0.0,
-        subtype="TIME_ABSOLUTE", unit="TIME_ABSOLUTE",
+        name="Time Budget",
+        description="Stop after this many seconds (0: no limit)",
+        default=0.0,
+        min=0.0,
+        subtype="TIME_ABSOLUTE",
+        unit="TIME_ABSOLUTE",
     )
     device: EnumProperty(name="Device", items=_device_enum_items)
     start_values_json: StringProperty(
@@ -124,7 +100,8 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     )
     result_json: StringProperty(name="Result", description="Summary of the last fit (JSON)", default="")
     previous_values_json: StringProperty(
-        name="Previous Values", description="Modifier values before the fitted ones were applied (JSON)",
+        name="Previous Values",
+        description="Modifier values before the fitted ones were applied (JSON)",
         default="",
     )
     applied: BoolProperty(name="Applied", description="The modifier holds the fitted values", default=False)
@@ -135,42 +112,29 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
         default=False,
     )
     error_frame: IntProperty(
-        name="Error Frame", description="Target frame of the error colors (0: the last target frame)",
-        default=0, min=0,
+        name="Error Frame",
+        description="Target frame of the error colors (0: the last target frame)",
+        default=0,
+        min=0,
     )
 
 
-for _name in PARAMETER_NAMES:
-    FIT_PG_settings.__annotations__[f"fit_{_name}"] = BoolProperty(
-        name=parameter_label(_name),
-        description=f"Fit the cloth modifier's {parameter_label(_name).lower()}",
-        default=_name in DEFAULT_FIT,
-    )
+def _add_model_options(annotations: dict) -> None:
+    """A ``fit_<parameter>`` check box per parameter and a box per tie option, of every model."""
+    for model in scene_models():
+        what = f"the {model.modifier_label.lower()} modifier's"
+        for p in get_model(model.name).parameters:
+            ticked = p.name in model.default_fit
+            text = f"Fit {what} {p.label.lower()}"
+            check_box = BoolProperty(name=p.label, description=text, default=ticked)
+            annotations.setdefault(f"fit_{p.name}", check_box)
+        for tie in model.ties:
+            annotations.setdefault(
+                tie.key, BoolProperty(name=tie.label, description=tie.description, default=tie.default)
+            )
 
 
-def fitted_parameters(settings: FIT_PG_settings) -> tuple[list[str], dict[str, str]]:
-    """(free parameters, ties follower -> leader) from the check boxes and the tie options."""
-    chosen = [n for n in PARAMETER_NAMES if getattr(settings, f"fit_{n}")]
-    return resolve_ties(chosen, {key: bool(getattr(settings, key)) for key in TIE_GROUPS})
-
-
-def resolve_ties(chosen: list[str], ties_on: dict[str, bool]) -> tuple[list[str], dict[str, str]]:
-    """Apply the tie groups to a list of chosen parameters: within an active group the first
-    chosen member leads and every other member follows it (even if not chosen itself)."""
-    free = list(chosen)
-    ties: dict[str, str] = {}
-    for key, group in TIE_GROUPS.items():
-        if not ties_on.get(key):
-            continue
-        leaders = [n for n in group if n in chosen]
-        if not leaders:
-            continue
-        for follower in group:
-            if follower != leaders[0]:
-                ties[follower] = leaders[0]
-                if follower in free:
-                    free.remove(follower)
-    return free, ties
+_add_model_options(FIT_PG_settings.__annotations__)
 
 
 classes = (FIT_PG_target, FIT_PG_settings)

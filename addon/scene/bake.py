@@ -17,10 +17,16 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from ..warp_core.models.blender_cloth.simulator import ClothSimulator
-from ..warp_core.pc2 import write_pc2
-from . import export
-from .fitting import FitInputError, check_object, prepare_fit, request_from_object, resolve_device
+from ...warp_core.errors import one_line
+from ...warp_core.fit import FitObjective
+from ...warp_core.models import get_model
+from ...warp_core.pc2 import write_pc2
+from ..errors import FitInputError
+from ..models.registry import object_model
+from ..request import request_from_object
+from ..warp_setup import resolve_device
+from .checks import check_object
+from .prepare import prepare_fit
 
 CACHE_MODIFIER_NAME = "Fit to Target Bake"
 ERROR_ATTRIBUTE = "fit_error"
@@ -87,8 +93,9 @@ def bake_object(
     a failure (BakeError, one line) leaves the scene as it was.
     """
     mod = check_object(ob)
+    model = object_model(ob)
     s = ob.fit_to_target
-    start = export.cache_frame_range(mod)[0]
+    start = model.cache_frame_range(mod)[0]
     end = int(scene.frame_end)
     if end <= start:
         raise BakeError(
@@ -103,18 +110,18 @@ def bake_object(
     try:
         scene.frame_set(start)
         try:
-            mesh = export.export_cloth_mesh(ob, depsgraph)
-            goals, matrices = export.sample_cloth_input(ob, depsgraph, scene, frames)
+            mesh = model.read_geometry(ob, depsgraph)
+            goals, matrices = model.sample_goals(ob, depsgraph, scene, frames)
         except ValueError as e:
-            raise BakeError(" ".join(str(e).split())) from e
+            raise BakeError(one_line(e)) from e
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
-    params = export.export_cloth_params(mod, scene)
+    params = model.read_settings(mod, scene)
     try:
-        sim = ClothSimulator(mesh, params, device=device, precision="float64", start_frame=start)
-        world = sim.simulate(end, None, goals)
+        sim = get_model(model.name).build(mesh, params, device, "float64", start_frame=start)
+        world = sim.rollout(end, None, goals).numpy()
     except ValueError as e:
-        raise BakeError(f"'{ob.name}': {' '.join(str(e).split())}") from e
+        raise BakeError(f"'{ob.name}': {one_line(e)}") from e
     if not np.isfinite(world).all():
         raise BakeError(f"'{ob.name}': the simulation diverged; nothing was baked")
 
@@ -185,8 +192,6 @@ def _error_colors(
     depsgraph: bpy.types.Depsgraph,
 ) -> tuple[np.ndarray, float]:
     """Per-vertex RGBA, green (on target) to red (the largest error), at a target frame."""
-    from ..warp_core.fit import ClothFitObjective
-
     request = request_from_object(ob, start_values={})
     if not request.targets:
         raise BakeError("error colours need a target: add one or switch Error Colors off")
@@ -195,7 +200,7 @@ def _error_colors(
     if not request.targets:
         raise BakeError(f"error colours: no target at frame {frame}")
     prepared = prepare_fit(scene, ob, request, depsgraph)
-    objective = ClothFitObjective(prepared.problem, prepared.settings, [])
+    objective = FitObjective(prepared.problem, prepared.settings, [])
     error = objective.errors(values)[frame]
     top = float(error.max())
     t = np.clip(error / top, 0.0, 1.0) if top > 0.0 else np.zeros_like(error)
@@ -212,7 +217,7 @@ def unbake_object(ob: bpy.types.Object) -> bool:
     cache = ob.modifiers.get(state.get("modifier", ""))
     if cache is not None and cache.type == "MESH_CACHE":
         ob.modifiers.remove(cache)
-    cloth = ob.modifiers.get(state.get("cloth_modifier", "")) or export.find_cloth_modifier(ob)
+    cloth = ob.modifiers.get(state.get("cloth_modifier", "")) or object_model(ob).find_modifier(ob)
     if cloth is not None:
         if cloth.show_viewport != state.get("cloth_show_viewport", True):
             cloth.show_viewport = state.get("cloth_show_viewport", True)

@@ -6,9 +6,12 @@ import json
 
 import bpy
 
-from ..warp_core.models.blender_cloth.params import PARAMETER_NAMES
-from . import fitting
-from .properties import parameter_label
+from ...warp_core.fit.report import format_mm, format_value
+from ...warp_core.models import get_model
+from ..models.registry import DEFAULT_MODEL, object_model
+from ..request import fitted_parameters
+from ..scene.checks import why_not_fittable
+from ..session import FitSession, active_session
 
 
 class FIT_UL_targets(bpy.types.UIList):
@@ -21,6 +24,14 @@ class FIT_UL_targets(bpy.types.UIList):
         else:
             row.prop(item, "object", text="", icon="MESH_DATA")
         row.prop(item, "frame", text="")
+
+
+def _labels(model_name: str) -> dict[str, str]:
+    """Parameter name -> label ("Tension stiffness") of a model."""
+    try:
+        return {p.name: p.label for p in get_model(model_name).parameters}
+    except ValueError:  # a record of a model this version does not know
+        return {}
 
 
 def _record(ob: bpy.types.Object) -> dict | None:
@@ -43,7 +54,7 @@ class FIT_PT_main(bpy.types.Panel):
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         ob = context.active_object
-        session = fitting.active_session()
+        session = active_session()
         if ob is None:
             layout.label(text="Select a mesh with a Cloth modifier", icon="INFO")
         elif ob.type != "MESH":
@@ -62,15 +73,9 @@ class FIT_PT_main(bpy.types.Panel):
         self, context: bpy.types.Context, layout: bpy.types.UILayout, ob: bpy.types.Object
     ) -> None:
         s = ob.fit_to_target
+        model = object_model(ob)
         layout.prop(s, "model")
-        box = layout.box()
-        box.label(text="Parameters")
-        grid = box.grid_flow(columns=2, even_columns=True, align=True)
-        for name in PARAMETER_NAMES:
-            grid.prop(s, f"fit_{name}")
-        row = box.row()
-        row.prop(s, "tie_compression")
-        row.prop(s, "tie_damping")
+        model.draw_parameters(layout, s)
 
         box = layout.box()
         box.label(text="Targets")
@@ -89,15 +94,16 @@ class FIT_PT_main(bpy.types.Panel):
         if s.start_values_json:
             col.label(text="Start values: preset (not the modifier's)", icon="PRESET")
 
-        fit, ties = fitting.fitted_parameters(s)
+        fit, ties = fitted_parameters(s, model)
         if fit:
-            text = "Fits " + ", ".join(parameter_label(n).lower() for n in fit)
+            label = _labels(model.name)
+            text = "Fits " + ", ".join(label[n].lower() for n in fit)
             if ties:
-                text += "; " + ", ".join(f"{parameter_label(f).lower()} follows" for f in ties)
+                text += "; " + ", ".join(f"{label[f].lower()} follows" for f in ties)
             layout.label(text=text, icon="MODIFIER")
 
     def draw_fit_button(self, context: bpy.types.Context, layout: bpy.types.UILayout) -> None:
-        reason = fitting.why_not_fittable(context)
+        reason = why_not_fittable(context)
         if reason:
             layout.label(text=reason, icon="ERROR")
         row = layout.row()
@@ -106,7 +112,7 @@ class FIT_PT_main(bpy.types.Panel):
         row.operator_context = "INVOKE_DEFAULT"
         row.operator("object.fit_to_target", icon="PLAY")
 
-    def draw_progress(self, layout: bpy.types.UILayout, session: fitting.FitSession) -> None:
+    def draw_progress(self, layout: bpy.types.UILayout, session: FitSession) -> None:
         box = layout.box()
         if session.progress_messages:
             text = (
@@ -130,13 +136,13 @@ class FIT_PT_main(bpy.types.Panel):
         grid.label(text="Before")
         grid.label(text="After")
         initial = record.get("initial_params") or {}
+        label = _labels(record.get("model") or DEFAULT_MODEL)
         for name, value in (record.get("params") or {}).items():
-            grid.label(text=parameter_label(name))
-            grid.label(text=fitting.format_value(initial.get(name)))
-            grid.label(text=fitting.format_value(value))
+            grid.label(text=label.get(name, name))
+            grid.label(text=format_value(initial.get(name)))
+            grid.label(text=format_value(value))
         box.label(
-            text=f"RMSE {fitting.format_mm(record.get('initial_rmse_m'))} -> "
-            f"{fitting.format_mm(record.get('rmse_m'))}",
+            text=f"RMSE {format_mm(record.get('initial_rmse_m'))} -> {format_mm(record.get('rmse_m'))}",
             icon="SORT_ASC",
         )
         for warning in record.get("warnings") or []:

@@ -1,0 +1,95 @@
+"""The batch command's arguments: the parser, the exit codes, and the one-line error every
+bad argument or input ends in."""
+
+from __future__ import annotations
+
+import argparse
+
+import bpy
+
+from ...warp_core.errors import UserError
+from ..models.registry import DEFAULT_MODEL, parameter_names
+from ..request import TargetSpec
+
+COMMAND_ID = "fit_to_target"
+PROG = "fit-to-target"
+
+EXIT_OK = 0
+EXIT_USAGE = 2  # bad arguments, missing file / object / target, input the fit cannot use
+EXIT_FIT_FAILED = 3  # a fit (or its bake/save) failed; the report is still written
+EXIT_INTERRUPTED = 130  # SIGINT: partial report, nothing saved
+
+
+class UsageError(UserError):
+    """Bad arguments or input: exit 2 with this one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + exit
+        raise UsageError(message)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=prog,
+        description="Fit cloth material settings to target shapes, headless.",
+        epilog="Exit codes: 0 success, 2 bad arguments or input, 3 a fit failed (report still "
+        "written), 130 interrupted (partial report, nothing saved).",
+    )
+    p.add_argument("scene", nargs="?", help="the .blend file (optional when Blender has opened one)")
+    p.add_argument(
+        "--object",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="object to fit (repeatable); default: every object with fit targets",
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="NAME@FRAME",
+        help="target mesh object and frame (repeatable); replaces the saved targets",
+    )
+    names = ", ".join(parameter_names(DEFAULT_MODEL))
+    p.add_argument("--fit", metavar="P1,P2,...", help="cloth settings to fit: " + names)
+    p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the object's setting)")
+    p.add_argument("--max-iters", type=int, metavar="N", help="maximum optimizer iterations")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop each fit after this long")
+    p.add_argument("--preset", metavar="NAME", help="start values from a material preset")
+    p.add_argument("--save", metavar="OUT.blend", help="save the fitted scene here")
+    p.add_argument("--in-place", action="store_true", help="allow --save to overwrite the input file")
+    p.add_argument("--report", metavar="OUT.json", help="write a JSON report")
+    p.add_argument("--bake", metavar="DIR", help="bake each fitted object to DIR/<object>.pc2")
+    p.add_argument("--quiet", action="store_true", help="no per-iteration lines")
+    return p
+
+
+def parse_fit(text: str) -> list[str]:
+    """``--fit P1,P2,...``: the parameters, once each, in the order given."""
+    known = parameter_names(DEFAULT_MODEL)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"--fit: unknown parameter(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    if not names:
+        raise UsageError("--fit: no parameters given")
+    return list(dict.fromkeys(names))
+
+
+def parse_target(spec: str) -> TargetSpec:
+    """``--target NAME@FRAME``: a mesh object of the open scene file at a frame."""
+    name, sep, frame = spec.rpartition("@")
+    if not sep or not name:
+        raise UsageError(f"--target {spec}: expected NAME@FRAME")
+    try:
+        frame_number = int(frame)
+    except ValueError:
+        raise UsageError(f"--target {spec}: frame '{frame}' is not a whole number") from None
+    ob = bpy.data.objects.get(name)
+    if ob is None:
+        raise UsageError(f"--target {spec}: no object named '{name}'")
+    if ob.type != "MESH":
+        raise UsageError(f"--target {spec}: '{name}' is not a mesh ({ob.type.lower()})")
+    return TargetSpec(frame=frame_number, object_name=name)

@@ -1,0 +1,93 @@
+"""What the add-on needs from a material model on the Blender side.
+
+A model of ``warp_core.models`` knows the physics and its parameters. Its scene side knows
+where the model's settings live in Blender: which modifier holds them, how to read them and
+the mesh the modifier acts on, how to write fitted values back, and which rows it adds to
+the panel. The generic add-on code (checks, requests, operators, the batch command) only
+speaks to :class:`SceneModel`, found by model name in :mod:`.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import bpy
+
+    from ...warp_core.mesh import ClothMesh
+    from ...warp_core.models import ModelSettings
+
+
+@dataclass(frozen=True)
+class TieOption:
+    """A panel option that fits a group of parameters as one value."""
+
+    key: str  # its BoolProperty on ``Object.fit_to_target``
+    label: str
+    description: str
+    members: tuple[str, ...]  # the first fitted member leads, the others follow it
+    default: bool = True
+
+
+class SceneModel(Protocol):
+    """One model's scene side. ``name`` is the ``warp_core.models`` name it reads for."""
+
+    name: str
+    modifier_label: str  # how messages name its modifier: "Cloth"
+    settings_fields: tuple[str, ...]  # the settings a fit may start from (start values, presets)
+    default_fit: tuple[str, ...]  # parameters ticked on a new object
+    ties: tuple[TieOption, ...]
+
+    def find_modifier(self, ob: bpy.types.Object) -> bpy.types.Modifier | None: ...
+
+    def cache_frame_range(self, mod: bpy.types.Modifier) -> tuple[int, int]:
+        """(start, end) of the modifier's simulation: the start frame is the rest state."""
+
+    def read_settings(self, mod: bpy.types.Modifier, scene: bpy.types.Scene) -> ModelSettings: ...
+
+    def read_geometry(self, ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> ClothMesh:
+        """The mesh entering the modifier at the current frame, in world space."""
+
+    def sample_goals(
+        self,
+        ob: bpy.types.Object,
+        depsgraph: bpy.types.Depsgraph,
+        scene: bpy.types.Scene,
+        frames: Sequence[float],
+        on_frame: Callable[[int, float], None] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(goals (F, N, 3), world matrices (F, 4, 4)) at ``frames``; ``on_frame(k, frame)``
+        runs with the scene at each frame. The scene frame is restored afterwards."""
+
+    def current_values(self, mod: bpy.types.Modifier, names: Sequence[str]) -> dict[str, Any]:
+        """The modifier's values of ``names`` as plain numbers (for Revert)."""
+
+    def write_values(self, mod: bpy.types.Modifier, values: dict[str, Any]) -> None: ...
+
+    def draw_parameters(self, layout: bpy.types.UILayout, settings: Any) -> None:
+        """The panel rows choosing what to fit (``settings`` is ``Object.fit_to_target``)."""
+
+
+def resolve_ties(
+    chosen: Sequence[str], ties_on: dict[str, bool], ties: Sequence[TieOption]
+) -> tuple[list[str], dict[str, str]]:
+    """Apply the tie options to a list of chosen parameters: within an active group the first
+    chosen member leads and every other member follows it (even if not chosen itself)."""
+    free = list(chosen)
+    followers: dict[str, str] = {}
+    for tie in ties:
+        if not ties_on.get(tie.key):
+            continue
+        leaders = [n for n in tie.members if n in chosen]
+        if not leaders:
+            continue
+        for follower in tie.members:
+            if follower != leaders[0]:
+                followers[follower] = leaders[0]
+                if follower in free:
+                    free.remove(follower)
+    return free, followers

@@ -1,0 +1,114 @@
+"""What one fit is asked to do: the request (from the panel settings or the batch
+arguments), and the request with the scene read, ready to run in any thread."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import bpy
+
+from ..warp_core.fit import FitProblem, FitSettings
+from .errors import FitInputError
+from .models.base import SceneModel, resolve_ties
+from .models.registry import MODEL_NAMES, object_model, parameter_names
+
+
+@dataclass
+class TargetSpec:
+    """A target: a mesh object evaluated at ``frame``, or a shape key of the cloth object."""
+
+    frame: int
+    object_name: str = ""
+    shape_key: str = ""
+
+    def describe(self) -> str:
+        if self.shape_key:
+            return f"shape key '{self.shape_key}' at frame {self.frame}"
+        return f"'{self.object_name}' at frame {self.frame}"
+
+
+@dataclass
+class FitRequest:
+    """Everything that decides one object's fit, from the panel settings or batch arguments."""
+
+    object_name: str
+    model: str  # "blender_cloth" or "soft_body"
+    fit: list[str]
+    ties: dict[str, str]
+    targets: list[TargetSpec]
+    loss: str  # "vertex" or "surface"
+    max_iterations: int = 30
+    time_budget_s: float | None = None
+    device: str = "AUTO"  # "AUTO", "cpu", "cuda" or "cuda:N"
+    start_values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PreparedFit:
+    """A request with the scene exported: ready for ``warp_core.fit.fit`` in any thread."""
+
+    request: FitRequest
+    problem: FitProblem
+    settings: FitSettings
+    modifier_values: dict[str, Any]  # the modifier's values at export time
+    cache_range: tuple[int, int]
+
+
+def fitted_parameters(settings: Any, model: SceneModel) -> tuple[list[str], dict[str, str]]:
+    """(free parameters, ties follower -> leader) from the check boxes and tie options of
+    ``settings`` (``Object.fit_to_target``)."""
+    chosen = [n for n in parameter_names(model.name) if getattr(settings, f"fit_{n}")]
+    ties_on = {tie.key: bool(getattr(settings, tie.key)) for tie in model.ties}
+    return resolve_ties(chosen, ties_on, model.ties)
+
+
+def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
+    """The request the object's panel settings describe; keyword arguments replace fields."""
+    s = ob.fit_to_target
+    model = object_model(ob)
+    fit, ties = fitted_parameters(s, model)
+    targets = [
+        TargetSpec(
+            frame=int(t.frame),
+            object_name=(t.object.name if t.object is not None else "") if t.kind == "OBJECT" else "",
+            shape_key=t.shape_key if t.kind == "SHAPE_KEY" else "",
+        )
+        for t in s.targets
+    ]
+    request = FitRequest(
+        object_name=ob.name,
+        model=MODEL_NAMES[s.model],
+        fit=fit,
+        ties=ties,
+        targets=targets,
+        loss=s.loss.lower(),
+        max_iterations=int(s.max_iterations),
+        time_budget_s=float(s.time_budget) if s.time_budget > 0 else None,
+        device=s.device,
+        start_values=parse_start_values(s.start_values_json, ob.name, model.settings_fields),
+    )
+    for key, value in overrides.items():
+        if value is not None:
+            setattr(request, key, value)
+    return request
+
+
+def parse_start_values(text: str, object_name: str, fields: Collection[str]) -> dict[str, Any]:
+    """The JSON ``{setting: value}`` a fit starts from instead of the modifier's values;
+    ``fields`` are the settings the model knows."""
+    if not text.strip():
+        return {}
+    where = f"{object_name}: " if object_name else ""
+    try:
+        values = json.loads(text)
+    except ValueError as e:
+        raise FitInputError(f"{where}start values are not valid JSON ({e})") from e
+    if not isinstance(values, dict):
+        raise FitInputError(f"{where}start values must be a JSON object {{parameter: value}}")
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise FitInputError(f"{where}unknown parameter(s) in the start values: {', '.join(unknown)}")
+    return values

@@ -1,0 +1,99 @@
+"""The cheap checks before anything is read from the scene: is this an object the fit can
+use, and is the request complete? Each failure is one :class:`FitInputError` line."""
+
+from __future__ import annotations
+
+import bpy
+
+from ..errors import FitInputError
+from ..models.registry import object_model, parameter_names, scene_model
+from ..request import FitRequest, request_from_object
+from ..session import active_session
+from ..warp_setup import resolve_device
+
+
+def check_object(ob: bpy.types.Object | None) -> bpy.types.Modifier:
+    """The modifier of the object's model (its Cloth modifier), or FitInputError saying why
+    there is none."""
+    if ob is None:
+        raise FitInputError("No active object: select a mesh with a Cloth modifier")
+    model = object_model(ob)
+    label = model.modifier_label
+    if ob.type != "MESH":
+        raise FitInputError(f"'{ob.name}' is {_a(ob.type)} object, not a mesh with a {label} modifier")
+    mod = model.find_modifier(ob)
+    if mod is None:
+        raise FitInputError(f"'{ob.name}' has no {label} modifier: add one in Properties > Physics")
+    return mod
+
+
+def check_request(
+    scene: bpy.types.Scene, ob: bpy.types.Object | None, request: FitRequest, check_device: bool = True
+) -> tuple[bpy.types.Modifier, int, int]:
+    """Cheap checks (no scene evaluation): returns (modifier, cache start, cache end)."""
+    mod = check_object(ob)
+    name = ob.name
+    model = scene_model(request.model)
+    if not request.fit:
+        raise FitInputError("No parameters to fit: tick at least one")
+    known = parameter_names(model.name)
+    unknown = [p for p in list(request.fit) + list(request.ties) if p not in known]
+    if unknown:
+        raise FitInputError(f"unknown parameter(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    if not request.targets:
+        raise FitInputError(f"'{name}' has no targets: select a target mesh and press Add Current Frame")
+    start, end = model.cache_frame_range(mod)
+    seen: set[int] = set()
+    for k, t in enumerate(request.targets, start=1):
+        if t.shape_key:
+            keys = ob.data.shape_keys
+            if keys is None or t.shape_key not in keys.key_blocks:
+                raise FitInputError(f"target {k}: '{name}' has no shape key '{t.shape_key}'")
+        else:
+            _check_target_object(ob, t.object_name, k)
+        if not start < t.frame <= end:
+            raise FitInputError(
+                f"target frame {t.frame} is outside the cloth cache range {start}-{end}: targets must lie "
+                f"after the cache start and no later than its end (Physics > Cloth > Cache)"
+            )
+        if t.frame in seen:
+            raise FitInputError(f"two targets at frame {t.frame}: keep one per frame")
+        seen.add(t.frame)
+    if request.loss not in ("vertex", "surface"):
+        raise FitInputError(f"unknown loss '{request.loss}': use vertex (same topology) or surface")
+    if request.max_iterations < 1:
+        raise FitInputError("max iterations must be at least 1")
+    if check_device:
+        resolve_device(request.device)
+    return mod, start, end
+
+
+def _check_target_object(ob: bpy.types.Object, object_name: str, k: int) -> None:
+    if not object_name:
+        raise FitInputError(f"target {k} has no object: pick a target mesh")
+    tob = bpy.data.objects.get(object_name)
+    if tob is None:
+        raise FitInputError(f"target object '{object_name}' does not exist")
+    if tob.type != "MESH":
+        raise FitInputError(f"target '{object_name}' is {_a(tob.type)} object, not a mesh")
+    if tob == ob:
+        raise FitInputError(f"target {k} is the cloth object itself: pick another mesh or a shape key")
+
+
+def why_not_fittable(context: bpy.types.Context) -> str | None:
+    """One line saying why the Fit button is disabled, or None (for the panel; cheap)."""
+    if active_session() is not None:
+        return "A fit is running"
+    ob = context.active_object
+    try:
+        check_object(ob)
+        check_request(context.scene, ob, request_from_object(ob), check_device=False)
+    except FitInputError as e:
+        return str(e)
+    return None
+
+
+def _a(kind: str) -> str:
+    """'an empty', 'a curve': Blender's object type with its article."""
+    word = kind.lower().replace("_", " ")
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"

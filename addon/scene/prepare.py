@@ -1,0 +1,135 @@
+"""Read one fit's inputs from the scene (main thread): the object's mesh, its pin goals
+from the cache start to the last target, its settings, and the targets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import bpy
+import numpy as np
+
+from ...warp_core.errors import one_line
+from ...warp_core.fit import FitProblem, FitResult, FitSettings, Target, fit
+from ..errors import FitInputError
+from ..models.registry import scene_model
+from ..request import FitRequest, PreparedFit, TargetSpec
+from ..warp_setup import resolve_device
+from .checks import check_request
+from .mesh_read import object_matrix, triangles, world_positions
+
+
+def prepare_fit(
+    scene: bpy.types.Scene,
+    ob: bpy.types.Object,
+    request: FitRequest,
+    depsgraph: bpy.types.Depsgraph | None = None,
+) -> PreparedFit:
+    """Export the cloth, its pin goals (every frame from the cache start to the last target)
+    and the targets. Main thread; the scene frame and modifier flags are restored."""
+    mod, start, end = check_request(scene, ob, request)
+    model = scene_model(request.model)
+    device = resolve_device(request.device)
+    depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
+    last = max(t.frame for t in request.targets)
+    frames = list(range(start, last + 1))
+    by_frame: dict[int, list[tuple[int, TargetSpec]]] = {}
+    for k, t in enumerate(request.targets):
+        by_frame.setdefault(t.frame, []).append((k, t))
+    read: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+    surface = request.loss == "surface"
+
+    def read_targets(_k: int, frame: float) -> None:
+        for k, t in by_frame.get(int(frame), ()):
+            read[k] = _read_target(ob, t, depsgraph, surface)
+
+    saved = scene.frame_current, scene.frame_subframe
+    try:
+        # the cloth starts from its input mesh at the cache start frame
+        scene.frame_set(start)
+        try:
+            mesh = model.read_geometry(ob, depsgraph)
+            goals, _ = model.sample_goals(ob, depsgraph, scene, frames, on_frame=read_targets)
+        except ValueError as e:
+            raise FitInputError(one_line(e)) from e
+    finally:
+        scene.frame_set(saved[0], subframe=saved[1])
+
+    targets = _targets(request, read, mesh.vertex_count, surface)
+    params = model.read_settings(mod, scene)
+    modifier_values = {name: getattr(params, name) for name in model.settings_fields}
+    try:
+        start_params = params.replace(**request.start_values)
+        start_params.validate()
+    except (ValueError, TypeError) as e:
+        raise FitInputError(f"start values: {one_line(e)}") from e
+    problem = FitProblem(
+        mesh=mesh,
+        params=start_params,
+        targets=targets,
+        fit=list(request.fit),
+        ties=dict(request.ties),
+        start_frame=start,
+        goals=goals,
+        loss=request.loss,
+        model=model.name,
+    )
+    try:
+        problem.validate()
+    except ValueError as e:
+        raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
+    settings = FitSettings(
+        device=device, max_iterations=int(request.max_iterations), time_budget_s=request.time_budget_s
+    )
+    return PreparedFit(request, problem, settings, modifier_values, (start, end))
+
+
+def _targets(
+    request: FitRequest,
+    read: dict[int, tuple[np.ndarray, np.ndarray | None]],
+    vertex_count: int,
+    surface: bool,
+) -> list[Target]:
+    """The read targets in request order, checked against the loss."""
+    targets = []
+    for k, t in enumerate(request.targets):
+        positions, tris = read[k]
+        if not surface and len(positions) != vertex_count:
+            raise FitInputError(
+                f"target {t.describe()} has {len(positions)} vertices, the cloth has {vertex_count}: "
+                "choose the Surface loss for a target with a different topology"
+            )
+        if len(positions) == 0:
+            raise FitInputError(f"target {t.describe()} has no vertices")
+        targets.append(Target(t.frame, positions, tris if surface else None))
+    if surface:
+        for t, target in zip(request.targets, targets, strict=True):
+            if target.triangles is None or len(target.triangles) == 0:
+                raise FitInputError(f"target {t.describe()} has no faces: the Surface loss needs a surface")
+    return targets
+
+
+def _read_target(
+    cloth: bpy.types.Object, t: TargetSpec, depsgraph: bpy.types.Depsgraph, surface: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """World positions (and triangles for the surface loss) of a target at the current frame."""
+    if t.shape_key:
+        block = cloth.data.shape_keys.key_blocks[t.shape_key]
+        positions = world_positions(block.data, object_matrix(cloth.evaluated_get(depsgraph)))
+        return positions, triangles(cloth.data) if surface else None
+    tob_eval = bpy.data.objects[t.object_name].evaluated_get(depsgraph)
+    me = tob_eval.to_mesh()
+    try:
+        positions = world_positions(me.vertices, object_matrix(tob_eval))
+        return positions, triangles(me) if surface else None
+    finally:
+        tob_eval.to_mesh_clear()
+
+
+def run_fit(
+    prepared: PreparedFit,
+    progress: Callable[[int, float, dict[str, float]], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> FitResult:
+    """Blocking fit on the calling thread (batch, ``execute``). Raises warp_core's FitError."""
+    return fit(prepared.problem, prepared.settings, progress=progress, cancel=cancel)

@@ -1,0 +1,61 @@
+"""A fit's outcome as the plain record the object keeps (``result_json``) and the batch
+report lists, for a finished fit and for a failed one."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import bpy
+
+from ...warp_core.fit import FitResult
+from ...warp_core.fit.report import json_safe
+from ..extension import addon_version
+from ..request import FitRequest, PreparedFit
+
+REPORT_VERSION = 1
+
+
+def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
+    """The object's report entry and its ``result_json``."""
+    r = prepared.request
+    record = {
+        "name": r.object_name,
+        "object": r.object_name,
+        "model": r.model,
+        **result.summary(),
+        "status": "cancelled" if result.cancelled else "ok",
+        "fit": list(r.fit),
+        "ties": dict(r.ties),
+        "loss": prepared.problem.loss_kind,
+        "targets": [t.describe() for t in r.targets],
+        "target_frames": sorted(t.frame for t in r.targets),
+        "start_frame": prepared.problem.start_frame,
+        "start_values": dict(r.start_values),
+        "blend_file": bpy.data.filepath,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": result.device,
+        "addon_version": addon_version(),
+    }
+    return json_safe(record)
+
+
+def failure_record(request: FitRequest, error: str, seconds: float = 0.0) -> dict[str, Any]:
+    return {
+        "name": request.object_name,
+        "object": request.object_name,
+        "model": request.model,
+        "status": "failed",
+        "error": error,
+        "params": {},
+        "initial_params": {},
+        "initial_loss": None,
+        "final_loss": None,
+        "rmse_m": None,
+        "max_error_m": None,
+        "iterations": 0,
+        "seconds": seconds,
+        "warnings": [],
+        "fit": list(request.fit),
+        "target_frames": sorted(t.frame for t in request.targets),
+    }

@@ -1,0 +1,71 @@
+"""A finished fit into the scene (main thread): the result on the object, the fitted values
+into its modifier, and back again (Revert)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import bpy
+
+from ...warp_core.fit import FitResult
+from ..errors import FitInputError
+from ..models.registry import object_model, parameter_names
+from ..request import PreparedFit
+from .bake import is_baked, unbake_object
+from .checks import check_object
+from .records import result_record
+
+
+def write_back(ob: bpy.types.Object, prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
+    """Store the result on the object and apply the fitted values to its modifier.
+
+    Main thread, after a successful fit. A bake of the previous values is removed first:
+    it would no longer show what the modifier does.
+    """
+    record = result_record(prepared, result)
+    if is_baked(ob):
+        unbake_object(ob)
+    ob.fit_to_target.result_json = json.dumps(record)
+    # Revert goes back to what the modifier holds now, even if an earlier fit was applied
+    ob.fit_to_target.applied = False
+    apply_result(ob)
+    return record
+
+
+def fitted_values(record: dict[str, Any]) -> dict[str, Any]:
+    """Values a result writes into the modifier: start values (presets) and fitted values."""
+    values = dict(record.get("start_values") or {})
+    values.update(record.get("params") or {})
+    return values
+
+
+def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
+    """Write the last result's values into the modifier, keeping the current ones for Revert."""
+    mod = check_object(ob)
+    model = object_model(ob)
+    s = ob.fit_to_target
+    if not s.result_json:
+        raise FitInputError(f"'{ob.name}' has no fit result to apply")
+    values = fitted_values(json.loads(s.result_json))
+    if s.applied:
+        return values
+    names = list(dict.fromkeys(list(parameter_names(model.name)) + list(values)))
+    s.previous_values_json = json.dumps(model.current_values(mod, names))
+    model.write_values(mod, values)
+    s.applied = True
+    return values
+
+
+def revert(ob: bpy.types.Object) -> dict[str, Any]:
+    """Put back the modifier values from before the fitted ones were applied (and unbake)."""
+    mod = check_object(ob)
+    s = ob.fit_to_target
+    if not s.previous_values_json:
+        raise FitInputError(f"'{ob.name}' has no previous values to revert to")
+    previous = json.loads(s.previous_values_json)
+    if is_baked(ob):
+        unbake_object(ob)
+    object_model(ob).write_values(mod, previous)
+    s.applied = False
+    return previous

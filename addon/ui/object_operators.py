@@ -1,0 +1,144 @@
+"""Operators on the active object's fit: its targets, Apply/Revert of the fitted values,
+and Bake/Unbake."""
+
+from __future__ import annotations
+
+import bpy
+
+from ..errors import FitInputError
+from ..scene.bake import bake_object, unbake_object
+from ..scene.checks import check_object
+from ..scene.write_back import apply_result, revert
+from ..session import active_session
+
+
+class OBJECT_OT_fit_to_target_add_target(bpy.types.Operator):
+    """Add a target at the current frame: the selected other mesh object, or the active shape key"""
+
+    bl_idname = "object.fit_to_target_add_target"
+    bl_label = "Add Current Frame"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        ob = context.active_object
+        try:
+            check_object(ob)
+        except FitInputError as e:
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
+        s = ob.fit_to_target
+        frame = context.scene.frame_current
+        others = [o for o in context.selected_objects if o != ob and o.type == "MESH"]
+        key = ob.active_shape_key if ob.data.shape_keys is not None else None
+        if others:
+            for other in others:
+                item = s.targets.add()
+                item.kind, item.object, item.frame = "OBJECT", other, frame
+            names = ", ".join(o.name for o in others)
+        elif key is not None and ob.active_shape_key_index > 0:
+            item = s.targets.add()
+            item.kind, item.shape_key, item.frame = "SHAPE_KEY", key.name, frame
+            names = f"shape key '{key.name}'"
+        else:
+            self.report({"ERROR"}, "Select the target mesh too (cloth active), or make a shape key active")
+            return {"CANCELLED"}
+        s.active_target_index = len(s.targets) - 1
+        self.report({"INFO"}, f"Target {names} at frame {frame}")
+        return {"FINISHED"}
+
+
+class OBJECT_OT_fit_to_target_remove_target(bpy.types.Operator):
+    """Remove the selected target"""
+
+    bl_idname = "object.fit_to_target_remove_target"
+    bl_label = "Remove Target"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        ob = context.active_object
+        s = getattr(ob, "fit_to_target", None)
+        if s is None or not 0 <= s.active_target_index < len(s.targets):
+            self.report({"ERROR"}, "No target selected")
+            return {"CANCELLED"}
+        s.targets.remove(s.active_target_index)
+        s.active_target_index = min(s.active_target_index, len(s.targets) - 1)
+        return {"FINISHED"}
+
+
+class _ObjectResultOperator(bpy.types.Operator):
+    """Base for Apply/Revert/Bake/Unbake: act on the active object, one clear error message."""
+
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        ob = context.active_object
+        try:
+            check_object(ob)
+            message = self.run(context, ob)
+        except FitInputError as e:
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
+        if message:
+            level, text = message
+            self.report({level}, text)
+        return {"FINISHED"}
+
+    def run(self, context: bpy.types.Context, ob: bpy.types.Object) -> tuple[str, str] | None:
+        raise NotImplementedError
+
+
+class OBJECT_OT_fit_to_target_apply(_ObjectResultOperator):
+    """Write the fitted values into the cloth modifier (the current ones are kept for Revert)"""
+
+    bl_idname = "object.fit_to_target_apply"
+    bl_label = "Apply Fitted Values"
+
+    def run(self, context, ob):
+        apply_result(ob)
+        return ("INFO", f"Applied the fitted values to '{ob.name}'")
+
+
+class OBJECT_OT_fit_to_target_revert(_ObjectResultOperator):
+    """Put back the cloth modifier values from before the fitted ones were applied, and unbake"""
+
+    bl_idname = "object.fit_to_target_revert"
+    bl_label = "Revert"
+
+    def run(self, context, ob):
+        revert(ob)
+        return ("INFO", f"Reverted '{ob.name}' to its previous cloth settings")
+
+
+class OBJECT_OT_fit_to_target_bake(_ObjectResultOperator):
+    """Bake the cloth (its current settings) to a .pc2 point cache played by a Mesh Cache modifier"""
+
+    bl_idname = "object.fit_to_target_bake"
+    bl_label = "Bake"
+
+    def run(self, context, ob):
+        if active_session() is not None:
+            raise FitInputError("A fit is running: bake when it has finished")
+        info = bake_object(context.scene, ob)
+        return ("WARNING" if info.temporary else "INFO", info.message)
+
+
+class OBJECT_OT_fit_to_target_unbake(_ObjectResultOperator):
+    """Remove the bake's Mesh Cache modifier and switch the cloth modifier back on (the file is kept)"""
+
+    bl_idname = "object.fit_to_target_unbake"
+    bl_label = "Unbake"
+
+    def run(self, context, ob):
+        if not unbake_object(ob):
+            raise FitInputError(f"'{ob.name}' is not baked")
+        return ("INFO", f"Unbaked '{ob.name}'")
+
+
+classes = (
+    OBJECT_OT_fit_to_target_add_target,
+    OBJECT_OT_fit_to_target_remove_target,
+    OBJECT_OT_fit_to_target_apply,
+    OBJECT_OT_fit_to_target_revert,
+    OBJECT_OT_fit_to_target_bake,
+    OBJECT_OT_fit_to_target_unbake,
+)

@@ -1,0 +1,99 @@
+"""Adam over the free log values of a :class:`~.spec.ParameterSpec`, for many parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .optimize import (
+    GradientProblem,
+    LeastSquaresProblem,
+    OptimizeResult,
+    OptimizeSettings,
+    ProgressCallback,
+    Run,
+    eval_gradient,
+    projected_gradient,
+    start_point,
+)
+from .spec import ParameterSpec
+
+__all__ = ["adam"]
+
+# Moment decay rates, epsilon, and how many step halvings one iteration may try.
+_ADAM_BETA1 = 0.9
+_ADAM_BETA2 = 0.999
+_ADAM_EPS = 1e-12
+_ADAM_MAX_HALVINGS = 12
+
+
+def adam(
+    problem: GradientProblem | LeastSquaresProblem,
+    spec: ParameterSpec,
+    settings: OptimizeSettings | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: Any = None,
+) -> OptimizeResult:
+    """Adam on the log-space gradient, for many parameters.
+
+    Uses ``problem.gradient`` if the problem has one, else ``0.5 * |r|^2`` and ``J^T r``.
+    A step is accepted only if the loss does not increase and is finite; otherwise it is
+    halved and retried (up to 12 times). The step size stays reduced after a halving and
+    doubles back towards ``adam_lr`` after each step accepted at the first try. Moments
+    are updated only with gradients of accepted points.
+    """
+    settings = settings or OptimizeSettings()
+    run = Run(spec, settings, progress, cancel)
+    counter = run.counter
+
+    z, values, (loss, g), run.warnings = start_point(
+        spec, settings, lambda v: eval_gradient(problem, spec, v, counter)
+    )
+    run.initial_values = dict(values)
+    run.history.append(loss)
+    run.report(values)
+
+    m = np.zeros_like(z)
+    v = np.zeros_like(z)
+    lr_scale = 1.0
+    t = 0
+    for _ in range(settings.max_iterations):
+        if stop := run.interrupted():
+            return run.result(stop, values, loss)
+        g_proj, _active = projected_gradient(spec, z, g)
+        if float(np.linalg.norm(g_proj)) < settings.grad_tol or loss == 0.0:
+            return run.result("converged_gradient", values, loss)
+        t += 1
+        m_new = _ADAM_BETA1 * m + (1.0 - _ADAM_BETA1) * g_proj
+        v_new = _ADAM_BETA2 * v + (1.0 - _ADAM_BETA2) * g_proj * g_proj
+        m_hat = m_new / (1.0 - _ADAM_BETA1**t)
+        v_hat = v_new / (1.0 - _ADAM_BETA2**t)
+        direction = m_hat / (np.sqrt(v_hat) + _ADAM_EPS)
+
+        accepted = False
+        for halving in range(_ADAM_MAX_HALVINGS):
+            if stop := run.interrupted():
+                return run.result(stop, values, loss)
+            z_trial = spec.clip(z - settings.adam_lr * lr_scale * direction)
+            if not np.any(z_trial != z):
+                return run.result("no_progress", values, loss)
+            values_trial = spec.from_free(z_trial)
+            out = eval_gradient(problem, spec, values_trial, counter)
+            if out is not None and out[0] <= loss:
+                accepted = True
+                lr_scale = min(1.0, lr_scale * 2.0) if halving == 0 else lr_scale
+                break
+            lr_scale *= 0.5
+        if not accepted:
+            return run.result("no_progress", values, loss)
+
+        loss_trial, g_trial = out
+        rel_change = (loss - loss_trial) / max(loss, 1e-300)
+        m, v = m_new, v_new
+        z, values, loss, g = z_trial, values_trial, loss_trial, g_trial
+        run.history.append(loss)
+        run.report(values)
+        if rel_change < settings.rel_loss_tol or loss <= settings.abs_loss_tol:
+            return run.result("converged_loss", values, loss)
+    return run.result("max_iterations", values, loss)

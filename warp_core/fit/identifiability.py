@@ -1,0 +1,84 @@
+"""How much the targets constrain each fitted parameter, from the log-space Jacobian."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["identifiability"]
+
+
+def identifiability(
+    jacobian_log: np.ndarray,
+    names: list[str],
+    values: dict[str, float],
+    residual_scale: float | np.ndarray = 1.0,
+    threshold: float = 1e-4,
+    collinear_cos: float = 0.999,
+) -> list[dict[str, Any]]:
+    """How much the target constrains each free parameter, to first order.
+
+    ``jacobian_log`` is ``dr/dlog p`` (M, len(names)), e.g. ``OptimizeResult.jacobian``
+    with ``OptimizeResult.free_names``. ``residual_scale`` (scalar or (M,)) converts a
+    residual entry to the target's units, metres for position residuals (``1/sqrt(w)``
+    for residuals ``sqrt(w) * (x - t)``). Doubling parameter k changes the residuals by
+    about ``J[:, k] * ln 2``; its RMS and max over entries are reported, and a parameter
+    whose max change is below ``threshold`` (default 0.1 mm) gets a warning. Pairs of
+    columns with ``|cos| > collinear_cos`` are flagged (on the first of the pair).
+
+    Returns one dict per parameter: ``name``, ``value``, ``rms_change``, ``max_change``,
+    ``determined`` (bool), ``collinear_with`` (list of names), ``warnings`` (list of str).
+    """
+    jac = np.asarray(jacobian_log, dtype=np.float64)
+    if jac.ndim != 2 or jac.shape[1] != len(names):
+        raise ValueError(f"jacobian must have shape (M, {len(names)}), got {jac.shape}")
+    scale = np.broadcast_to(np.asarray(residual_scale, dtype=np.float64), (jac.shape[0],))
+    change = jac * scale[:, None] * math.log(2.0)
+    n_rows = max(jac.shape[0], 1)
+    unit = _format_length(threshold)
+    entries: list[dict[str, Any]] = []
+    for k, name in enumerate(names):
+        col = change[:, k]
+        rms = float(np.sqrt(np.sum(col * col) / n_rows))
+        mx = float(np.max(np.abs(col), initial=0.0))
+        determined = mx >= threshold
+        warns = []
+        if not determined:
+            warns.append(
+                f"{name}: x2 changes the target frames by < {unit}; the target does not determine it"
+            )
+        entries.append(
+            {
+                "name": name,
+                "value": float(values[name]) if name in values else float("nan"),
+                "rms_change": rms,
+                "max_change": mx,
+                "determined": determined,
+                "collinear_with": [],
+                "warnings": warns,
+            }
+        )
+    norms = np.linalg.norm(jac, axis=0)
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            if not (entries[a]["determined"] and entries[b]["determined"]) or norms[a] * norms[b] == 0.0:
+                continue
+            cos = float(jac[:, a] @ jac[:, b]) / (norms[a] * norms[b])
+            if abs(cos) > collinear_cos:
+                entries[a]["collinear_with"].append(names[b])
+                entries[b]["collinear_with"].append(names[a])
+                entries[a]["warnings"].append(
+                    f"{names[a]} and {names[b]} have the same effect on the target; "
+                    "only their combination is determined"
+                )
+    return entries
+
+
+def _format_length(metres: float) -> str:
+    if metres < 1e-2:
+        return f"{metres * 1e3:g} mm"
+    if metres < 1.0:
+        return f"{metres * 1e2:g} cm"
+    return f"{metres:g} m"

@@ -1,0 +1,124 @@
+"""The fixed arrays of one cloth mesh on one device, built once from the mesh and its
+springs and hinges: nothing here changes during a rollout or with the parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import warp as wp
+
+from ...mesh import ClothMesh
+from .force_kernels import force_kernels
+from .tape import suspended_tape
+from .topology import Topology, vertex_tables
+
+
+@dataclass(frozen=True)
+class ClothArrays:
+    """Rest state, springs, hinges, pins and per-vertex gather tables as Warp arrays.
+
+    Index arrays are int32; positions are vec3 and lengths/angles scalars of ``dtype``.
+    """
+
+    device: str
+    dtype: type  # wp.float32 or wp.float64
+    vertex_count: int
+    spring_count: int
+    hinge_count: int
+    rest_positions: wp.array  # (N,) vec3, the mesh as given
+    spring_vertices: wp.array  # (S,) vec2i
+    spring_kind: wp.array  # (S,) int32, topology.SPRING_*
+    hinge_vertices: wp.array  # (H,) vec2i, the hinge axis
+    hinge_spring: wp.array  # (H,) int32, the spring whose rest length scales the hinge
+    hinge_face_a: wp.array  # (H,) vec2i, (start, count) into hinge_face_vertices
+    hinge_face_b: wp.array  # (H,) vec2i
+    hinge_face_vertices: wp.array  # int32
+    pinned: wp.array  # (N,) int32, nonzero where the vertex moves with its pin goal
+    goal_weight: wp.array  # (N,) dtype, soft goal spring weight
+    # per-vertex tables: every sum over a vertex's springs and hinges runs in one fixed
+    # order, the same on every device
+    vertex_spring_offsets: wp.array  # (N + 1,) int32
+    vertex_spring_ids: wp.array  # int32
+    vertex_spring_other: wp.array  # int32, the spring's other vertex
+    vertex_spring_sign: wp.array  # int32, +1 or -1: the spring force's direction at this vertex
+    vertex_hinge_offsets: wp.array  # (N + 1,) int32
+    vertex_hinge_ids: wp.array  # int32
+    vertex_hinge_roles: wp.array  # int32 bit mask: in face a, in face b, on the hinge axis
+    spring_rest_length: wp.array  # (S,) dtype
+    hinge_rest_angle: wp.array  # (H,) dtype
+    avg_spring_length: float  # mean structural rest length; scales the spring stiffnesses
+
+    @classmethod
+    def build(cls, mesh: ClothMesh, top: Topology, dtype: type, device: str) -> ClothArrays:
+        """Upload the mesh and topology and measure rest lengths and angles on ``device``."""
+        fk = force_kernels(dtype)
+        np_float = np.float32 if dtype == wp.float32 else np.float64
+        d = device
+        n = mesh.vertex_count
+        n_springs = len(top.spring_kind)
+        n_hinges = len(top.hinge_spring)
+
+        def ints(values: np.ndarray, dtype: type = wp.int32) -> wp.array:
+            return wp.array(values, dtype=dtype, device=d)
+
+        rest_positions = wp.array(mesh.vertices.astype(np_float), dtype=fk.vec3, device=d)
+        spring_vertices = ints(top.spring_vertices, wp.vec2i)
+        spring_kind = ints(top.spring_kind)
+        hinge_vertices = ints(top.hinge_vertices, wp.vec2i)
+        hinge_spring = ints(top.hinge_spring)
+        hinge_face_a = ints(top.hinge_face_a, wp.vec2i)
+        hinge_face_b = ints(top.hinge_face_b, wp.vec2i)
+        hinge_face_vertices = ints(top.hinge_face_vertices)
+        pinned = ints(top.pinned)
+        spring_table, hinge_table = vertex_tables(top, n)
+        spring_offsets, spring_ids, spring_other, spring_sign = (ints(a) for a in spring_table)
+        hinge_offsets, hinge_ids, hinge_roles = (ints(a) for a in hinge_table)
+        goal_weight = wp.array(top.goal_weight.astype(np_float), dtype=dtype, device=d)
+        spring_rest_length = wp.zeros(n_springs, dtype=dtype, device=d)
+        hinge_rest_angle = wp.zeros(n_hinges, dtype=dtype, device=d)
+        with suspended_tape():
+            wp.launch(
+                fk.spring_rest_lengths,
+                dim=n_springs,
+                device=d,
+                inputs=[rest_positions, spring_vertices],
+                outputs=[spring_rest_length],
+            )
+            if n_hinges:
+                wp.launch(
+                    fk.hinge_rest_angles,
+                    dim=n_hinges,
+                    device=d,
+                    inputs=[rest_positions, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices],
+                    outputs=[hinge_rest_angle],
+                )
+        rest = spring_rest_length.numpy().astype(np.float64)
+        structural = top.structural_mask
+        return cls(
+            device=d,
+            dtype=dtype,
+            vertex_count=n,
+            spring_count=n_springs,
+            hinge_count=n_hinges,
+            rest_positions=rest_positions,
+            spring_vertices=spring_vertices,
+            spring_kind=spring_kind,
+            hinge_vertices=hinge_vertices,
+            hinge_spring=hinge_spring,
+            hinge_face_a=hinge_face_a,
+            hinge_face_b=hinge_face_b,
+            hinge_face_vertices=hinge_face_vertices,
+            pinned=pinned,
+            goal_weight=goal_weight,
+            vertex_spring_offsets=spring_offsets,
+            vertex_spring_ids=spring_ids,
+            vertex_spring_other=spring_other,
+            vertex_spring_sign=spring_sign,
+            vertex_hinge_offsets=hinge_offsets,
+            vertex_hinge_ids=hinge_ids,
+            vertex_hinge_roles=hinge_roles,
+            spring_rest_length=spring_rest_length,
+            hinge_rest_angle=hinge_rest_angle,
+            avg_spring_length=float(rest[structural].mean()) if structural.any() else 1.0,
+        )

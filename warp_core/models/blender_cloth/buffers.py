@@ -1,0 +1,62 @@
+"""Work arrays of one substep: forces, the assembled system and the CG iterates."""
+
+from __future__ import annotations
+
+import warp as wp
+
+from .schedule import CG_MAX_ITERATIONS
+from .solver_kernels import DOT_CHUNK, solver_kernels
+
+
+class SubstepBuffers:
+    """Work arrays of one substep; ``cg_sets`` buffer sets for CG iterations.
+
+    Per-iteration CG scalars (``delta``, ``curvature``, ``active``) have one slot per
+    possible iteration, so a backward pass can read every iteration's values.
+    """
+
+    def __init__(
+        self, n: int, n_springs: int, n_hinges: int, cg_sets: int, dtype, device: str, requires_grad: bool
+    ) -> None:
+        fk = solver_kernels(dtype).forces
+        vec3, mat33 = fk.vec3, fk.mat33
+
+        def vec(count: int = n):
+            return wp.zeros(count, dtype=vec3, device=device, requires_grad=requires_grad)
+
+        def mat(count: int):
+            return wp.zeros(count, dtype=mat33, device=device, requires_grad=requires_grad)
+
+        self.v_start = vec()
+        self.force = vec()
+        self.dfdx_diag = mat(n)
+        self.dfdv_diag = mat(n)
+        self.hinge_force_a = vec(n_hinges)
+        self.hinge_force_b = vec(n_hinges)
+        self.hinge_force_edge = vec(n_hinges)
+        self.spring_force = vec(n_springs)
+        self.spring_dfdx = mat(n_springs)
+        self.spring_dfdv = mat(n_springs)
+        self.system_diag = mat(n)
+        self.system_offdiag = mat(n_springs)
+        self.rhs = vec()
+        self.delta = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad)
+        self.curvature = wp.zeros(
+            CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad
+        )
+        chunks = (n + DOT_CHUNK - 1) // DOT_CHUNK
+        self.delta_partials = wp.zeros(
+            (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
+        )
+        self.curvature_partials = wp.zeros(
+            (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
+        )
+        self.active = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=wp.int32, device=device)
+        self.frozen = wp.full(1, -1, dtype=wp.int32, device=device)  # CG iteration count, or -1
+        self.dv = [vec() for _ in range(cg_sets + 1)]
+        self.residual = [vec() for _ in range(cg_sets + 1)]
+        self.direction = [vec() for _ in range(cg_sets + 1)]
+        self.product = [vec() for _ in range(cg_sets)]
+        self.cg_sets = cg_sets
+        # without gradients two buffer sets alternate; with them each iteration keeps its own
+        self.ping_pong = not requires_grad

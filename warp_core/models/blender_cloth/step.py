@@ -1,0 +1,347 @@
+"""One substep of Blender's cloth solver as a fixed sequence of kernel launches: forces,
+assembly of the linearized backward-Euler system, truncated CG, and the position/velocity
+update. The forward rollout, the captured graphs and the adjoint's recompute all launch
+substeps through ``SubstepSolver.launch``, so they run the very same kernels in the same
+order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import warp as wp
+
+from .arrays import ClothArrays
+from .buffers import SubstepBuffers
+from .params import ClothParams
+from .schedule import CG_MAX_ITERATIONS, CG_TOLERANCE, SubstepSchedule
+from .solver_kernels import solver_kernels
+from .state import ClothState
+
+
+@dataclass(frozen=True)
+class SubstepInputs:
+    """What drives one substep besides the state: the frame's pin goals and where the
+    substep sits within the frame."""
+
+    goal_old: wp.array  # pin goal positions at the frame's start, (N,) vec3
+    goal_new: wp.array  # and at its end
+    frame_start: bool  # first substep of the frame: pinned vertices take their goal's velocity
+    goal_time: float  # goal-spring time at the substep start, fraction of the frame
+    pin_time: float  # pin time at the substep end, fraction of the frame
+    h: float  # substep length
+
+    @classmethod
+    def of(cls, goal_old: wp.array, goal_new: wp.array, schedule: SubstepSchedule, k: int) -> SubstepInputs:
+        """Inputs of substep ``k`` of a frame."""
+        goal_time, pin_time = schedule.times(k)
+        return cls(goal_old, goal_new, k == 0, goal_time, pin_time, schedule.h)
+
+
+@dataclass(frozen=True)
+class CGControl:
+    """How the CG loop decides when to stop.
+
+    ``frozen_count >= 0``: run exactly that many iterations, with no host checks.
+    Otherwise stop on Blender's criterion, reading the device's convergence flag every
+    ``check_every`` iterations. ``in_graph``: launch all ``CG_MAX_ITERATIONS`` iterations
+    (those past convergence are masked no-ops) without host checks, taking the iteration
+    count from ``SubstepBuffers.frozen`` as the caller set it, so the launches can be
+    captured once into a graph.
+    """
+
+    frozen_count: int = -1
+    check_every: int = 1
+    in_graph: bool = False
+
+
+CG_UNTIL_CONVERGED = CGControl()  # Blender's stopping test, checked after every iteration
+
+
+class SubstepSolver:
+    """Launches substeps of one mesh's cloth (``arrays``) on its device."""
+
+    def __init__(self, arrays: ClothArrays) -> None:
+        self.arrays = arrays
+        self.kernels = solver_kernels(arrays.dtype)
+
+    def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
+        a = self.arrays
+        return SubstepBuffers(
+            a.vertex_count, a.spring_count, a.hinge_count, cg_sets, a.dtype, a.device, requires_grad
+        )
+
+    def load_modules(self) -> None:
+        """Compile/load every kernel module now: a graph capture must not load any."""
+        for namespace in (self.kernels, self.kernels.forces):
+            for kernel in vars(namespace).values():
+                if isinstance(kernel, wp.Kernel):
+                    wp.load_module(kernel.module, device=self.arrays.device)
+
+    def launch(
+        self,
+        settings: ClothParams,
+        buf: SubstepBuffers,
+        params: wp.array,
+        state: ClothState,
+        inputs: SubstepInputs,
+        out: ClothState,
+        cg: CGControl = CG_UNTIL_CONVERGED,
+    ) -> int:
+        """Launch one substep from ``state`` into ``out`` with the continuous parameters
+        ``params``; ``settings`` gives gravity, time scale and bending model. Returns the
+        number of CG iteration launches (including masked ones)."""
+        v = self._forces(settings, buf, params, state, inputs)
+        self._assemble(buf, params, v, inputs.h)
+        launched = self._solve(buf, cg)
+        # at a frame start the update adds dv to the pinned-goal velocities, not to state.v
+        self._finish(buf, ClothState(state.x, v), launched, inputs, out)
+        return launched
+
+    def _forces(
+        self,
+        settings: ClothParams,
+        buf: SubstepBuffers,
+        params: wp.array,
+        state: ClothState,
+        inputs: SubstepInputs,
+    ) -> wp.array:
+        """Vertex, hinge and spring forces and their Jacobians; returns the velocities the
+        substep starts from (pinned ones replaced by their goal's at a frame start)."""
+        a = self.arrays
+        k_ = self.kernels
+        fk = k_.forces
+        d = a.device
+        n = a.vertex_count
+        dt = a.dtype
+        x, v = state.x, state.v
+        inv_len = dt(1.0 / a.avg_spring_length)
+        if inputs.frame_start:
+            wp.launch(
+                k_.pin_velocities,
+                dim=n,
+                device=d,
+                inputs=[v, a.pinned, inputs.goal_old, inputs.goal_new, dt(1.0 / settings.time_scale)],
+                outputs=[buf.v_start],
+            )
+            v = buf.v_start
+        gravity = fk.vec3(*[float(g) for g in settings.gravity])
+        wp.launch(
+            fk.vertex_forces,
+            dim=n,
+            device=d,
+            inputs=[
+                x,
+                v,
+                inputs.goal_old,
+                inputs.goal_new,
+                a.goal_weight,
+                params,
+                gravity,
+                dt(inputs.goal_time),
+                inv_len,
+            ],
+            outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag],
+        )
+        if a.hinge_count:
+            wp.launch(
+                fk.hinge_forces,
+                dim=a.hinge_count,
+                device=d,
+                inputs=[
+                    x,
+                    v,
+                    a.hinge_vertices,
+                    a.hinge_spring,
+                    a.hinge_face_a,
+                    a.hinge_face_b,
+                    a.hinge_face_vertices,
+                    a.hinge_rest_angle,
+                    a.spring_rest_length,
+                    params,
+                ],
+                outputs=[buf.hinge_force_a, buf.hinge_force_b, buf.hinge_force_edge],
+            )
+        angular = 1 if settings.bending_model == "ANGULAR" else 0
+        wp.launch(
+            fk.spring_forces,
+            dim=a.spring_count,
+            device=d,
+            inputs=[x, v, a.spring_vertices, a.spring_kind, a.spring_rest_length, params, inv_len, angular],
+            outputs=[buf.spring_force, buf.spring_dfdx, buf.spring_dfdv],
+        )
+        return v
+
+    def _assemble(self, buf: SubstepBuffers, params: wp.array, v: wp.array, h: float) -> None:
+        """Diagonal blocks and right-hand side per vertex, off-diagonal blocks per spring."""
+        a = self.arrays
+        k_ = self.kernels
+        d = a.device
+        hh = a.dtype(h)
+        wp.launch(
+            k_.assemble_vertices,
+            dim=a.vertex_count,
+            device=d,
+            inputs=[
+                v,
+                buf.force,
+                buf.dfdx_diag,
+                buf.dfdv_diag,
+                buf.hinge_force_a,
+                buf.hinge_force_b,
+                buf.hinge_force_edge,
+                a.vertex_hinge_offsets,
+                a.vertex_hinge_ids,
+                a.vertex_hinge_roles,
+                buf.spring_force,
+                buf.spring_dfdx,
+                buf.spring_dfdv,
+                a.vertex_spring_offsets,
+                a.vertex_spring_ids,
+                a.vertex_spring_other,
+                a.vertex_spring_sign,
+                params,
+                hh,
+            ],
+            outputs=[buf.system_diag, buf.rhs],
+        )
+        wp.launch(
+            k_.assemble_springs,
+            dim=a.spring_count,
+            device=d,
+            inputs=[buf.spring_dfdx, buf.spring_dfdv, hh],
+            outputs=[buf.system_offdiag],
+        )
+
+    def _solve(self, buf: SubstepBuffers, cg: CGControl) -> int:
+        """Blender's filtered CG on the assembled system; returns the iteration launches."""
+        a = self.arrays
+        k_ = self.kernels
+        d = a.device
+        n = a.vertex_count
+        buf.active.zero_()
+        wp.launch(
+            k_.cg_init,
+            dim=n,
+            device=d,
+            inputs=[buf.rhs, a.pinned],
+            outputs=[buf.residual[0], buf.direction[0], buf.dv[0]],
+        )
+        chunks = buf.delta_partials.shape[1]
+        wp.launch(
+            k_.dot_partials,
+            dim=chunks,
+            device=d,
+            inputs=[buf.residual[0], buf.residual[0], 0],
+            outputs=[buf.delta_partials],
+        )
+        wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.delta_partials, 0], outputs=[buf.delta])
+        if not cg.in_graph:
+            buf.frozen.fill_(cg.frozen_count)
+        wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
+        frozen_count = cg.frozen_count
+        iterations = frozen_count if frozen_count >= 0 and not cg.in_graph else CG_MAX_ITERATIONS
+        ping_pong = buf.ping_pong
+        tol = a.dtype(CG_TOLERANCE)
+        launched = 0
+        for k in range(iterations):
+            i = k % 2 if ping_pong else k
+            j = (k + 1) % 2 if ping_pong else k + 1
+            wp.launch(
+                k_.matvec,
+                dim=n,
+                device=d,
+                inputs=[
+                    buf.system_diag,
+                    buf.system_offdiag,
+                    a.vertex_spring_offsets,
+                    a.vertex_spring_ids,
+                    a.vertex_spring_other,
+                    buf.direction[i],
+                    a.pinned,
+                ],
+                outputs=[buf.product[i]],
+            )
+            wp.launch(
+                k_.dot_partials,
+                dim=chunks,
+                device=d,
+                inputs=[buf.direction[i], buf.product[i], k],
+                outputs=[buf.curvature_partials],
+            )
+            wp.launch(
+                k_.dot_total, dim=1, device=d, inputs=[buf.curvature_partials, k], outputs=[buf.curvature]
+            )
+            wp.launch(
+                k_.cg_update,
+                dim=n,
+                device=d,
+                inputs=[
+                    buf.dv[i],
+                    buf.residual[i],
+                    buf.direction[i],
+                    buf.product[i],
+                    buf.curvature,
+                    buf.delta,
+                    buf.active,
+                    k,
+                ],
+                outputs=[buf.dv[j], buf.residual[j]],
+            )
+            wp.launch(
+                k_.dot_partials,
+                dim=chunks,
+                device=d,
+                inputs=[buf.residual[j], buf.residual[j], k + 1],
+                outputs=[buf.delta_partials],
+            )
+            wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.delta_partials, k + 1], outputs=[buf.delta])
+            wp.launch(
+                k_.cg_direction,
+                dim=n,
+                device=d,
+                inputs=[
+                    buf.residual[j],
+                    buf.direction[i],
+                    buf.delta,
+                    a.pinned,
+                    k,
+                    buf.frozen,
+                    CG_MAX_ITERATIONS,
+                    tol,
+                    buf.active,
+                ],
+                outputs=[buf.direction[j]],
+            )
+            launched = k + 1
+            if (
+                frozen_count < 0
+                and not cg.in_graph
+                and launched % cg.check_every == 0
+                and not int(buf.active.numpy()[launched])
+            ):
+                break
+        return launched
+
+    def _finish(
+        self, buf: SubstepBuffers, start: ClothState, launched: int, inputs: SubstepInputs, out: ClothState
+    ) -> None:
+        """v += dv, x += h v; pinned vertices follow their goal."""
+        a = self.arrays
+        dt = a.dtype
+        final = launched % 2 if buf.ping_pong else launched
+        wp.launch(
+            self.kernels.finish_substep,
+            dim=a.vertex_count,
+            device=a.device,
+            inputs=[
+                start.x,
+                start.v,
+                buf.dv[final],
+                a.pinned,
+                inputs.goal_old,
+                inputs.goal_new,
+                dt(inputs.pin_time),
+                dt(inputs.h),
+            ],
+            outputs=[out.x, out.v],
+        )
