@@ -1,25 +1,45 @@
 """Fit to Target, headless (render farms, scripts, CI).
 
-    python batch.py SCENE.blend [ARGS]                      # the bpy module from PyPI
-    blender -b SCENE.blend --python batch.py -- [ARGS]      # a Blender binary
+    .venv/bin/python batch.py SCENE.blend [ARGS]            # the project's environment (./dev setup)
+    blender -b SCENE.blend --python batch.py -- [ARGS]      # a Blender binary (Warp installed for it)
     blender --command fit_to_target SCENE.blend [ARGS]      # with the extension installed
 
 All three run ``addon.cli.command.main``: same arguments, output, report and exit codes
-(``python batch.py --help`` lists them). Inside a Blender binary that has the extension
+(``batch.py --help`` lists them). Inside a Blender binary that has the extension
 enabled, the installed copy is used; otherwise this checkout is loaded as the package
 ``fit_to_target`` and registered.
+
+SIGINT and SIGTERM are caught from the first line on: a signal while ``bpy`` loads (which
+takes a second and must not be interrupted half-way) is kept and stops the run at its
+first checkpoint, before anything is opened or written.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parent
 PACKAGE = "fit_to_target"  # the extension id (blender_manifest.toml)
+EXIT_USAGE = 2
+SELF_SIGNAL_ENV = "FIT_TO_TARGET_SELF_SIGNAL"  # test hook, see addon/cli/signals.py
+
+PENDING_SIGNALS: list[int] = []
+
+
+def _remember(signum: int, _frame: object) -> None:
+    PENDING_SIGNALS.append(signum)
+
+
+def catch_signals() -> None:
+    """Record SIGINT/SIGTERM until the command installs its own handlers."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _remember)
 
 
 def load_addon() -> ModuleType:
@@ -55,15 +75,38 @@ def command_line(argv: list[str] | None = None, in_blender: bool | None = None) 
     return argv[1:]
 
 
-def main() -> int:
-    # quiet Warp before anything initializes it (its banner is not part of our output)
-    import warp as wp
+def missing_module_message(name: str) -> str:
+    if name == "bpy":
+        how = "run it with the project's environment (./dev setup, then .venv/bin/python batch.py ...)"
+    else:
+        how = (
+            "run it with the project's environment (./dev setup, then .venv/bin/python batch.py ...), or "
+            "in a Blender that has the extension installed (blender --command fit_to_target ...) or Warp "
+            "installed for its Python (see README: Headless and on a farm)"
+        )
+    return f"fit-to-target: error: this Python ({sys.executable}) has no '{name}' module: {how}"
 
+
+def main() -> int:
+    catch_signals()
+    wanted, _, name = os.environ.get(SELF_SIGNAL_ENV, "").partition(":")
+    if wanted == "import" and name:
+        signal.raise_signal(getattr(signal, name))
+    try:
+        import bpy  # noqa: F401  (the slow import the early handlers protect)
+        import warp as wp
+    except ImportError as e:
+        print(missing_module_message(e.name or str(e)), file=sys.stderr)
+        return EXIT_USAGE
+    # quiet Warp before anything initializes it (its banner is not part of our output)
     wp.config.log_level = wp.LOG_WARNING
     argv = command_line()
     addon = load_addon()
     cli = importlib.import_module(f"{addon.__name__}.addon.cli.command")
-    return cli.main(argv)
+    code = cli.main(argv, pending_signals=PENDING_SIGNALS)
+    if PENDING_SIGNALS and code == 0:  # a signal after the command had removed its handlers
+        return 128 + PENDING_SIGNALS[0]
+    return code
 
 
 if __name__ == "__main__":

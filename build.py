@@ -1,7 +1,10 @@
 """Build the Fit to Target extension packages.
 
-    python build.py                  download warp-lang wheels, build one zip per platform into dist/
-    python build.py --no-wheels      build a single zip without wheels (tests, quick local installs)
+    python build.py                  download warp-lang wheels, build one zip per platform into dist/:
+                                     fit_to_target-<version>-<platform>.zip, platform windows_x64,
+                                     linux_x64 or macos_arm64
+    python build.py --no-wheels      build fit_to_target-<version>.zip without wheels (tests, quick
+                                     local installs)
     python build.py --output-dir D   write the zips into D instead of dist/
 
 Packaging is done by Blender's own extension tool (``blender_ext.py``), the copy shipped inside the
@@ -11,6 +14,7 @@ Packaging is done by Blender's own extension tool (``blender_ext.py``), the copy
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import glob
 import importlib.util
 import os
@@ -35,8 +39,11 @@ PIP_PLATFORMS: dict[str, str] = {
     "macos-arm64": "macosx_11_0_arm64",
 }
 
-# Not copied into the temporary source tree of a --no-wheels build (the manifest excludes the rest).
-_COPY_IGNORE_TOP = {".git", ".venv", "wheels", "dist", ".pytest_cache", ".ruff_cache"}
+# Not copied into the temporary source tree a package is built from (the manifest excludes the rest).
+_COPY_IGNORE_TOP = {".git", ".venv", "wheels", "dist", "out", ".pytest_cache", ".ruff_cache"}
+# Never shipped from any folder: scenes a demo or a test run left in the tree (assets/demo.blend),
+# Blender's backups and partial saves, and temporaries of interrupted writes.
+_NEVER_SHIPPED = ("*.blend", "*.blend[0-9]", "*.blend@", ".*.fit-tmp-*", "__pycache__", "*.pyc")
 
 _WHEELS_LIST_RE = re.compile(r"^wheels\s*=\s*\[.*?\]", re.MULTILINE | re.DOTALL)
 
@@ -146,6 +153,12 @@ def validate(zip_path: Path) -> None:
     run_ext(["validate", str(zip_path)])
 
 
+def package_name(manifest: dict, platform: str | None = None) -> str:
+    """The zip Blender's tool writes: ``<id>-<version>[-<platform with _>].zip``."""
+    stem = f"{manifest['id']}-{manifest['version']}"
+    return f"{stem}-{platform.replace('-', '_')}.zip" if platform else f"{stem}.zip"
+
+
 def build_packages(source_dir: Path, output_dir: Path, split_platforms: bool) -> list[Path]:
     """Build with ``blender_ext.py build``; return the zips it wrote, each validated."""
     manifest = read_manifest(source_dir)
@@ -154,12 +167,8 @@ def build_packages(source_dir: Path, output_dir: Path, split_platforms: bool) ->
     if split_platforms:
         args.append("--split-platforms")
     run_ext(args)
-    stem = f"{manifest['id']}-{manifest['version']}"
-    if split_platforms:
-        names = [f"{stem}-{p.replace('-', '_')}.zip" for p in manifest["platforms"]]
-    else:
-        names = [f"{stem}.zip"]
-    zips = [output_dir / name for name in names]
+    platforms = manifest["platforms"] if split_platforms else [None]
+    zips = [output_dir / package_name(manifest, platform) for platform in platforms]
     for zip_path in zips:
         if not zip_path.is_file():
             raise BuildError(f"expected package not written: {zip_path}")
@@ -168,31 +177,42 @@ def build_packages(source_dir: Path, output_dir: Path, split_platforms: bool) ->
 
 
 def _copy_ignore(directory: str, names: list[str]) -> set[str]:
-    ignored = {n for n in names if n == "__pycache__"}
-    if Path(directory).resolve() == ROOT:
+    ignored = {n for n in names if any(fnmatch.fnmatch(n, pattern) for pattern in _NEVER_SHIPPED)}
+    if Path(directory).resolve() == ROOT.resolve():
         ignored |= _COPY_IGNORE_TOP & set(names)
     return ignored
+
+
+def stage_source(folder: Path, wheels: list[Path]) -> Path:
+    """A clean copy of the source tree in ``folder`` to build from, with ``wheels`` copied
+    into its ``wheels/`` and listed in its manifest. The checkout itself is never changed."""
+    source = folder / "src"
+    shutil.copytree(ROOT, source, ignore=_copy_ignore, symlinks=True)
+    if wheels:
+        (source / "wheels").mkdir()
+        for wheel in wheels:
+            shutil.copy2(wheel, source / "wheels" / wheel.name)
+    write_manifest_wheels(source, [f"./wheels/{w.name}" for w in wheels])
+    return source
 
 
 def build_without_wheels(output_dir: Path) -> Path:
     """Build one zip with an empty wheels list, from a temporary copy of the source tree."""
     with tempfile.TemporaryDirectory(prefix="fit_to_target_build_") as tmp:
-        source = Path(tmp) / "src"
-        shutil.copytree(ROOT, source, ignore=_copy_ignore, symlinks=True)
-        write_manifest_wheels(source, [])
+        source = stage_source(Path(tmp), [])
         (zip_path,) = build_packages(source, output_dir, split_platforms=False)
         return zip_path
 
 
 def build_with_wheels(output_dir: Path) -> list[Path]:
-    """Download the wheels, point the manifest at them and build one zip per platform."""
+    """Download the wheels, then build one zip per platform from a copy listing them."""
     platforms = list(read_manifest(ROOT)["platforms"])
     unknown = sorted(set(platforms) - set(PIP_PLATFORMS))
     if unknown:
         raise BuildError(f"no warp-lang wheel mapping for manifest platforms {unknown}; extend PIP_PLATFORMS")
     wheels = download_wheels(ROOT / "wheels", platforms)
-    write_manifest_wheels(ROOT, [f"./{w.relative_to(ROOT).as_posix()}" for w in wheels])
-    return build_packages(ROOT, output_dir, split_platforms=True)
+    with tempfile.TemporaryDirectory(prefix="fit_to_target_build_") as tmp:
+        return build_packages(stage_source(Path(tmp), wheels), output_dir, split_platforms=True)
 
 
 def main(argv: list[str] | None = None) -> int:

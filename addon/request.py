@@ -4,6 +4,7 @@ arguments), and the request with the scene read, ready to run in any thread."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import bpy
 
 from ..warp_core.fit import FitProblem, FitSettings
+from ..warp_core.presets.schema import FLOAT32_SMALLEST_NORMAL
 from .errors import FitInputError
 from .models.base import SceneModel, resolve_ties
 from .models.registry import MODEL_NAMES, object_model, parameter_names
@@ -111,4 +113,12 @@ def parse_start_values(text: str, object_name: str, fields: Collection[str]) -> 
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise FitInputError(f"{where}unknown parameter(s) in the start values: {', '.join(unknown)}")
+    for key, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise FitInputError(f"{where}start value {key} = {value!r} is not a finite number")
+        if isinstance(value, float) and value != 0.0 and abs(value) < FLOAT32_SMALLEST_NORMAL:
+            # Blender's settings are float32: it would store 0 (a mass of 0, a fit that cannot move)
+            raise FitInputError(
+                f"{where}start value {key} = {value!r} is too small for Blender's float32 settings"
+            )
     return values

@@ -1,4 +1,4 @@
-"""Generate the demo scene (``assets/demo.blend`` by default).
+"""Generate the demo scene (``out/demo/demo.blend`` by default, outside the source tree).
 
 A 1 m cloth of 12 x 12 vertices, held horizontally by two clamped rows along one edge (a
 cantilever: it droops and swings under gravity, so both stretch and bending stiffness show
@@ -19,7 +19,7 @@ import bpy
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PATH = REPO_ROOT / "assets" / "demo.blend"
+DEFAULT_PATH = REPO_ROOT / "out" / "demo" / "demo.blend"
 
 GRID = 12  # vertices per side
 SIZE_M = 1.0

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
-from .io import atomic_write
+from .io import atomic_write_bytes
 
 MAGIC = b"POINTCACHE2\0"
 VERSION = 1
@@ -22,11 +22,17 @@ HEADER = struct.Struct("<12siiffi")
 
 
 def write_pc2(
-    path: str | os.PathLike, samples: np.ndarray, start_frame: float = 0.0, sample_rate: float = 1.0
+    path: str | os.PathLike,
+    samples: np.ndarray,
+    start_frame: float = 0.0,
+    sample_rate: float = 1.0,
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
     """Write ``samples`` (S, N, 3) to ``path``.
 
-    Written atomically (``warp_core.io``): a reader, or a crash, never sees half a cache.
+    Written atomically (``warp_core.io``): a reader, a crash or a full disk never sees half
+    a cache; the file is read back before it replaces ``path``. ``before_commit()`` runs
+    just before that; raising there abandons the write.
     """
     data = np.asarray(samples, dtype=np.float64)
     if data.ndim != 3 or data.shape[2] != 3:
@@ -37,11 +43,8 @@ def write_pc2(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(f: BinaryIO) -> None:
-        f.write(HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples))
-        f.write(data.astype("<f4").tobytes(order="C"))
-
-    atomic_write(path, write)
+    header = HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples)
+    atomic_write_bytes(path, header + data.astype("<f4").tobytes(order="C"), before_commit=before_commit)
 
 
 def read_pc2(path: str | os.PathLike) -> tuple[np.ndarray, float, float]:

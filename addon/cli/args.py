@@ -4,6 +4,8 @@ bad argument or input ends in."""
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Sequence
 
 import bpy
 
@@ -16,8 +18,8 @@ PROG = "fit-to-target"
 
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad arguments, missing file / object / target, input the fit cannot use
-EXIT_FIT_FAILED = 3  # a fit (or its bake/save) failed; the report is still written
-EXIT_INTERRUPTED = 130  # SIGINT: partial report, nothing saved
+EXIT_FIT_FAILED = 3  # a fit, its bake or writing an output failed; the report is still written
+EXIT_INTERRUPTED = 130  # SIGINT (143: SIGTERM): partial report, nothing saved after the signal
 
 
 class UsageError(UserError):
@@ -28,13 +30,57 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of usage + exit
         raise UsageError(message)
 
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        joined = None if args is None else join_option_values(self, list(args))
+        return super().parse_args(joined, namespace)
+
+
+def join_option_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``--object -x`` as ``--object=-x``: the word after an option that takes a value is
+    that value, even when it starts with ``-`` (an object named "-x", a negative number)."""
+    takes_value = {
+        s
+        for action in parser._actions
+        if action.nargs is None and action.option_strings
+        for s in action.option_strings
+    }
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        word = argv[k]
+        if word == "--":
+            out += argv[k:]
+            break
+        if word in takes_value and k + 1 < len(argv):
+            out.append(f"{word}={argv[k + 1]}")
+            k += 2
+            continue
+        out.append(word)
+        k += 1
+    return out
+
+
+def positive_seconds(text: str) -> float:
+    """``--time-budget``: a finite number of seconds above 0 (nan and inf are not budgets)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0.0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of seconds above 0")
+    return value
+
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
         description="Fit cloth material settings to target shapes, headless.",
-        epilog="Exit codes: 0 success, 2 bad arguments or input, 3 a fit failed (report still "
-        "written), 130 interrupted (partial report, nothing saved).",
+        epilog="Exit codes: 0 success, 2 bad arguments or input (nothing written), 3 a fit, bake or "
+        "output failed (report still written), 130/143 interrupted by SIGINT/SIGTERM (partial report, "
+        "nothing saved after the signal).",
+        allow_abbrev=False,  # an abbreviation would change meaning when an option is added
     )
     p.add_argument("scene", nargs="?", help="the .blend file (optional when Blender has opened one)")
     p.add_argument(
@@ -56,12 +102,20 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the object's setting)")
     p.add_argument("--max-iters", type=int, metavar="N", help="maximum optimizer iterations")
-    p.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop each fit after this long")
+    p.add_argument(
+        "--time-budget", type=positive_seconds, metavar="SECONDS", help="stop each fit after this long"
+    )
+    p.add_argument(
+        "--loss",
+        choices=("vertex", "surface", "auto"),
+        help="vertex: same topology, vertex by vertex; surface: any target mesh; auto: vertex when "
+        "every target has the cloth's vertex count (default: the object's setting, else vertex)",
+    )
     p.add_argument("--preset", metavar="NAME", help="start values from a material preset")
     p.add_argument("--save", metavar="OUT.blend", help="save the fitted scene here")
     p.add_argument("--in-place", action="store_true", help="allow --save to overwrite the input file")
     p.add_argument("--report", metavar="OUT.json", help="write a JSON report")
-    p.add_argument("--bake", metavar="DIR", help="bake each fitted object to DIR/<object>.pc2")
+    p.add_argument("--bake", metavar="DIR", help="bake each fitted object to DIR/<object>-<hash>.pc2")
     p.add_argument("--quiet", action="store_true", help="no per-iteration lines")
     return p
 

@@ -1,63 +1,78 @@
 """The batch command's entry point, one code path behind
 
-* ``python batch.py SCENE.blend [ARGS]`` (the ``bpy`` module),
+* ``.venv/bin/python batch.py SCENE.blend [ARGS]`` (a Python with the ``bpy`` module),
 * ``blender -b SCENE.blend --python batch.py -- [ARGS]``,
 * ``blender --command fit_to_target SCENE.blend [ARGS]`` (registered by the add-on; Blender
   only accepts identifiers as command names, so the id uses underscores).
 
-``--save`` and ``--report`` are written atomically (temporary file + rename). A first
-Ctrl+C stops after the current iteration and still writes the report; a second one stops now.
+Outputs are checked before any work and written atomically (:mod:`.outputs`). SIGINT and
+SIGTERM stop the run at its next checkpoint with a partial report (:mod:`.signals`).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 import bpy
 
 from ...warp_core.errors import one_line
-from .args import COMMAND_ID, EXIT_INTERRUPTED, EXIT_USAGE, PROG, UsageError, build_parser
+from .args import COMMAND_ID, EXIT_USAGE, PROG, UsageError, build_parser
 from .run import BatchRun
+from .signals import Interrupted, SignalGuard, signal_name
 
 
-def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run the command line ``argv`` (without the program name); returns the exit code."""
+def main(
+    argv: list[str],
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pending_signals: list[int] | None = None,
+) -> int:
+    """Run the command line ``argv`` (without the program name); returns the exit code.
+
+    ``pending_signals`` are SIGINT/SIGTERM numbers that arrived before this was called
+    (``batch.py`` records them while bpy loads): the run stops at its first checkpoint."""
     out = out or sys.stdout
     err = err or sys.stderr
+    guard = SignalGuard(threading.Event(), _fileno(err))
+    guard.install()  # first, so that no signal between here and the run is lost
+    run: BatchRun | None = None
     try:
+        guard.adopt(pending_signals if pending_signals is not None else [])
         args = build_parser().parse_args(argv)
-        run = BatchRun(args, out, err)
-        previous = _install_sigint(run.on_sigint)  # Ctrl+C: finish cleanly, from export to save
+        run = BatchRun(args, out, err, guard)
+        code = run.run()
+        if guard.signum is not None:  # after the last checkpoint: every output was written
+            name = signal_name(guard.signum)
+            print(f"{PROG}: {name} arrived after the run had finished; its outputs are complete", file=err)
+            return 128 + guard.signum
+        return code
+    except KeyboardInterrupt:  # no handler of ours (not the main thread)
+        print(f"{PROG}: interrupted: nothing more was written", file=err, flush=True)
+        return 130
+    except Interrupted as stop:
+        if run is None:
+            print(f"{PROG}: interrupted by {signal_name(stop.signum)}: nothing was written", file=err)
+            return stop.exit_code
         try:
-            return run.run()
-        finally:
-            _restore_sigint(previous)
-    except KeyboardInterrupt:  # a second Ctrl+C
-        print(f"{PROG}: interrupted: nothing was saved", file=err, flush=True)
-        return EXIT_INTERRUPTED
+            return run.interrupted(stop)
+        except Interrupted:  # yet another signal while the partial report was written
+            return stop.exit_code
     except UsageError as e:
         print(f"{PROG}: error: {one_line(e)}", file=err, flush=True)
         return EXIT_USAGE
     except SystemExit as e:  # --help
-        return int(e.code or 0)
+        return 128 + guard.signum if guard.signum is not None else int(e.code or 0)
+    finally:
+        guard.restore()
 
 
-def _install_sigint(handler: Callable[[int, Any], None]) -> Any:
-    if threading.current_thread() is not threading.main_thread():
-        return None
+def _fileno(stream: TextIO) -> int | None:
     try:
-        return signal.signal(signal.SIGINT, handler)
-    except (ValueError, OSError):
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # StringIO in tests
         return None
-
-
-def _restore_sigint(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGINT, previous)
 
 
 # -- `blender --command fit_to_target` ---------------------------------------------------------------

@@ -1,19 +1,26 @@
 """What the batch command writes: the JSON report and the fitted .blend, each atomically
-(a temporary file beside the target, then a rename), so a crash never leaves half of one."""
+(a temporary file beside the target, fsynced, verified, then renamed), so a crash, a
+signal or a full disk never leaves half of one and never replaces a good file."""
 
 from __future__ import annotations
 
 import datetime
+import errno
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import bpy
 
 from ...warp_core.fit.report import json_safe
-from ...warp_core.io import atomic_replace, atomic_write_text
+from ...warp_core.io import atomic_replace, atomic_write_bytes
 from ..extension import addon_version
 from ..scene.records import REPORT_VERSION
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZSTD_SEEKABLE_FOOTER = b"\xb1\xea\x92\x8f"  # Blender's compressed files end with a seek table
+END_BLOCK = b"ENDB"  # an uncompressed .blend ends with this block
 
 
 def report_document(
@@ -36,22 +43,56 @@ def report_document(
     )
 
 
-def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+def write_json_atomically(
+    path: Path, data: dict[str, Any], before_commit: Callable[[], None] | None = None
+) -> None:
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"), verify=json.loads, before_commit=before_commit)
 
 
-def save_blend_atomically(path: Path) -> None:
-    """Save a copy of the open file to ``path`` through a temporary file in the same folder
-    (so relative paths stay valid and a crash never leaves half a .blend)."""
-    backups: list[Path] = []
+def blender_save(path: Path) -> None:
+    """Blender's own save of a copy of the open file (one place, so tests can fail it)."""
+    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
 
-    def produce(tmp: Path) -> None:
-        # saving over the (empty) temporary makes Blender keep it as "<tmp>1"
-        backups.append(tmp.with_name(tmp.name + "1"))
-        bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True)
 
+def check_blend(path: Path, object_names: Sequence[str]) -> None:
+    """Raise OSError unless ``path`` is a complete .blend holding ``object_names``.
+
+    On a full disk Blender can report a compressed save as done and leave a truncated
+    file, so the file's last bytes are checked, then Blender reads its block list back."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(12)
+        f.seek(max(0, size - 64))
+        tail = f.read()
+    if head.startswith(ZSTD_MAGIC):
+        complete = tail.endswith(ZSTD_SEEKABLE_FOOTER)
+    elif head.startswith(b"BLENDER"):
+        complete = END_BLOCK in tail
+    else:
+        complete = False
+    if not complete:
+        raise OSError(errno.EIO, f"the saved file is incomplete ({size} bytes; is the disk full?)")
     try:
-        atomic_replace(path, produce, suffix=".blend")
-    finally:
-        for backup in backups:
-            backup.unlink(missing_ok=True)
+        with bpy.data.libraries.load(str(path)) as (source, _unused):
+            names = set(source.objects)
+    except (OSError, RuntimeError, ValueError) as e:
+        raise OSError(errno.EIO, f"the saved file does not read back ({e})") from None
+    missing = [n for n in object_names if n not in names]
+    if missing:
+        raise OSError(errno.EIO, f"the saved file lacks object(s) {', '.join(missing)}")
+
+
+def save_blend_atomically(
+    path: Path, object_names: Sequence[str] = (), before_commit: Callable[[], None] | None = None
+) -> None:
+    """Save a copy of the open file to ``path`` through a temporary file in the same folder
+    (so relative paths stay valid), checked to be complete and to hold ``object_names``."""
+    atomic_replace(
+        path,
+        blender_save,
+        lambda tmp: check_blend(tmp, object_names),
+        suffix=".blend",
+        create=False,  # saving over an existing file would make Blender keep a "<tmp>1" backup
+        before_commit=before_commit,
+    )

@@ -1,7 +1,8 @@
 """One run of the batch command, from the open scene to the report.
 
-Objects are fitted one after another on the main thread. Output: one parseable line per
-optimizer iteration (``fit <object> iter <k> loss <value> <param>=<value> ...``, object
+Every argument and every output path is checked before the first fit (:mod:`.paths`).
+Objects are then fitted one after another on the main thread. Output: one parseable line
+per optimizer iteration (``fit <object> iter <k> loss <value> <param>=<value> ...``, object
 names quoted as for a POSIX shell), then a before -> after table per object.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -21,83 +21,94 @@ from ...warp_core.errors import one_line
 from ...warp_core.fit import FitError
 from ...warp_core.fit.report import format_table
 from ..errors import FitInputError
-from ..models.base import resolve_ties
-from ..models.registry import object_model, scene_model
+from ..models.registry import scene_model
 from ..presets import find_preset
-from ..request import FitRequest, PreparedFit, TargetSpec, parse_start_values, request_from_object
+from ..request import PreparedFit, parse_start_values
 from ..scene.bake import bake_object
-from ..scene.checks import check_object
 from ..scene.prepare import prepare_fit, run_fit
-from ..scene.records import failure_record, result_record
+from ..scene.records import failure_record, result_record, surface_note
 from ..scene.write_back import write_back
 from ..warp_setup import resolve_device
-from .args import EXIT_FIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, PROG, UsageError, parse_fit, parse_target
+from .args import EXIT_FIT_FAILED, EXIT_OK, PROG, UsageError, parse_fit, parse_target
+from .objects import pick_objects, request_for
 from .outputs import report_document, save_blend_atomically, write_json_atomically
+from .paths import OutputPlan, plan_bake_files, plan_outputs
+from .signals import Interrupted, SignalGuard, signal_name
 
 T = TypeVar("T")
 
 
 class BatchRun:
-    """One run of the batch command: open the scene, check every input, fit each object on
-    the main thread, then bake, save and report."""
+    """One run of the batch command: check every input and output path, fit each object
+    on the main thread, then bake, save and report. A signal stops it at the next
+    checkpoint (:mod:`.signals`); :meth:`interrupted` then writes the partial report."""
 
-    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO, guard: SignalGuard) -> None:
         self.args = args
         self.out = out
         self.err = err
-        self.cancel = threading.Event()
+        self.guard = guard
+        self.cancel = guard.cancel
+        self.plan: OutputPlan | None = None
+        self.records: list[dict[str, Any]] = []
+        self.saved_to: str | None = None
+        self.baked: list[str] = []
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
+    def error(self, text: str) -> None:
+        print(f"{PROG}: {text}", file=self.err, flush=True)
+
+    def step(self, phase: str) -> None:
+        """A checkpoint: stop here if a signal arrived (the test hook may send one first)."""
+        self.guard.at(phase)
+        notice = self.guard.pending_notice()
+        if notice:
+            print(notice, end="", file=self.err, flush=True)
+        self.guard.checkpoint()
+
     def run(self) -> int:
         args = self.args
-        input_path = self.open_scene()
-        save = self.output_path(args.save, "--save")
-        if args.in_place and save is None:
-            save = input_path
-        if save is not None and save == input_path and not args.in_place:
-            raise UsageError("--save would overwrite the input file: add --in-place to allow that")
-        report = self.output_path(args.report, "--report")
+        input_path = self.scene_path()
+        self.plan = plan = plan_outputs(args, input_path)
         if args.max_iters is not None and args.max_iters < 1:
             raise UsageError("--max-iters must be at least 1")
-        if args.time_budget is not None and args.time_budget <= 0:
-            raise UsageError("--time-budget must be > 0 seconds")
         device = self.check(resolve_device, args.device) if args.device else None
         start_values = self.preset_values(args.preset) if args.preset else None
         chosen = parse_fit(args.fit) if args.fit else None
+        self.step("open")
+        self.open_scene(input_path)
         targets = [parse_target(spec) for spec in args.target]
         scene = bpy.context.scene
-        objects = self.pick_objects(scene, targets)
+        objects = pick_objects(scene, args.object, targets)
+        plan_bake_files(plan, [ob.name for ob in objects])
+        plan.remove_stale_temporaries()
 
         prepared_fits = []
         for ob in objects:
-            request = self.request_for(ob, chosen, targets, device, start_values)
+            self.step("export")
+            request = request_for(ob, args, chosen, targets, device, start_values)
             try:
                 prepared_fits.append(prepare_fit(scene, ob, request))
             except FitInputError as e:
                 raise UsageError(_prefixed(ob.name, str(e))) from e
 
-        records: list[dict[str, Any]] = []
-        status = self.fit_all(prepared_fits, records)
-        if status == "ok" and args.bake:
-            status = self.bake_all(scene, records, device)
-        saved_to = None
-        if status == "ok" and save is not None:
+        status = self.fit_all(prepared_fits)
+        self.step("fitted")
+        if status == "ok" and plan.bake_dir is not None:
+            status = self.bake_all(scene, device)
+        if status == "ok" and plan.save is not None:
+            status = self.save(plan.save)
+        code = EXIT_OK if status == "ok" else EXIT_FIT_FAILED
+        if plan.report is not None:
+            self.step("report")
             try:
-                save_blend_atomically(save)
-                saved_to = str(save)
-            except (RuntimeError, OSError) as e:
-                self.error(f"cannot save {save}: {one_line(e)}")
-                status = "failed"
-        code = {"ok": EXIT_OK, "failed": EXIT_FIT_FAILED, "cancelled": EXIT_INTERRUPTED}[status]
-        if report is not None:
-            write_json_atomically(report, report_document(records, input_path, saved_to, status, code))
-        for record in records:
-            for line in format_table(record):
-                self.say(line)
-        if status == "cancelled":
-            self.error("interrupted: nothing was saved" + (f"; partial report in {report}" if report else ""))
+                self.write_report(status, code)
+            except OSError as e:
+                self.error(f"cannot write the report {plan.report}: {_reason(e)}")
+                code = EXIT_FIT_FAILED
+        self.print_tables()
         return code
 
     # -- arguments -------------------------------------------------------------------------
@@ -108,31 +119,25 @@ class BatchRun:
         except FitInputError as e:
             raise UsageError(str(e)) from e
 
-    def open_scene(self) -> Path:
+    def scene_path(self) -> Path:
+        """The input file: the scene argument, else the file Blender has open."""
         scene = self.args.scene
         if scene:
             path = Path(scene).expanduser().resolve()
             if not path.is_file():
                 raise UsageError(f"no such file: {scene}")
-            current = Path(bpy.data.filepath).resolve() if bpy.data.filepath else None
-            if current != path:
-                try:
-                    bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
-                except RuntimeError as e:
-                    raise UsageError(f"cannot open {scene}: {one_line(e)}") from e
-        elif not bpy.data.filepath:
+            return path
+        if not bpy.data.filepath:
             raise UsageError("no scene file given")
         return Path(bpy.data.filepath).resolve()
 
-    def output_path(self, value: str | None, flag: str) -> Path | None:
-        if not value:
-            return None
-        path = Path(value).expanduser().resolve()
-        if not path.parent.is_dir():
-            raise UsageError(f"{flag}: folder {path.parent} does not exist")
-        if path.is_dir():
-            raise UsageError(f"{flag}: {value} is a folder")
-        return path
+    def open_scene(self, path: Path) -> None:
+        current = Path(bpy.data.filepath).resolve() if bpy.data.filepath else None
+        if current != path:
+            try:
+                bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+            except RuntimeError as e:
+                raise UsageError(f"cannot open {self.args.scene}: {one_line(e)}") from e
 
     def preset_values(self, name: str) -> dict[str, Any]:
         try:
@@ -143,125 +148,127 @@ class BatchRun:
         values = dict(preset.values)
         return self.check(parse_start_values, json.dumps(values), f"preset '{name}'", fields)
 
-    def pick_objects(self, scene: bpy.types.Scene, targets: list[TargetSpec]) -> list[bpy.types.Object]:
-        if self.args.object:
-            objects = []
-            for name in dict.fromkeys(self.args.object):
-                ob = bpy.data.objects.get(name)
-                if ob is None:
-                    raise UsageError(f"no object named '{name}'")
-                if scene.objects.get(name) is None:
-                    raise UsageError(f"object '{name}' is not in scene '{scene.name}'")
-                objects.append(ob)
-            return objects
-        target_names = {t.object_name for t in targets}
-        if targets:
-            # no saved settings needed: every cloth object of the scene gets the given targets
-            objects = [
-                o
-                for o in scene.objects
-                if o.type == "MESH" and o.name not in target_names and object_model(o).find_modifier(o)
-            ]
-        else:
-            objects = [o for o in scene.objects if o.type == "MESH" and len(o.fit_to_target.targets) > 0]
-        if not objects:
-            raise UsageError("nothing to fit: no object has fit targets (use --object and --target)")
-        return sorted(objects, key=lambda o: o.name)
-
-    def request_for(
-        self,
-        ob: bpy.types.Object,
-        chosen: list[str] | None,
-        targets: list[TargetSpec],
-        device: str | None,
-        start_values: dict[str, Any] | None,
-    ) -> FitRequest:
-        try:
-            check_object(ob)
-            request = request_from_object(ob)
-        except FitInputError as e:
-            raise UsageError(_prefixed(ob.name, str(e))) from e
-        if chosen is not None or self.args.no_ties:
-            s = ob.fit_to_target
-            ties = object_model(ob).ties
-            base = chosen if chosen is not None else list(request.fit) + list(request.ties)
-            ties_on = {tie.key: (not self.args.no_ties) and bool(getattr(s, tie.key)) for tie in ties}
-            request.fit, request.ties = resolve_ties(base, ties_on, ties)
-        if targets:
-            request.targets = list(targets)
-        if device is not None:
-            request.device = device
-        if self.args.max_iters is not None:
-            request.max_iterations = self.args.max_iters
-        if self.args.time_budget is not None:
-            request.time_budget_s = self.args.time_budget
-        if start_values is not None:
-            request.start_values = dict(start_values)
-        return request
-
     # -- fitting -------------------------------------------------------------------------------
-    def fit_all(self, prepared_fits: list[PreparedFit], records: list[dict[str, Any]]) -> str:
+    def fit_all(self, prepared_fits: list[PreparedFit]) -> str:
         status = "ok"
-        try:
-            for prepared in prepared_fits:
-                name = prepared.request.object_name
-                if self.cancel.is_set():
-                    return "cancelled"
-                try:
-                    result = run_fit(prepared, self.progress_printer(name), self.cancel)
-                except (FitError, ValueError) as e:
-                    message = one_line(e)
-                    self.error(f"fit of {name} failed: {message}")
-                    records.append(failure_record(prepared.request, message))
-                    status = "failed"
-                    continue
-                if result.cancelled or self.cancel.is_set():
-                    records.append(result_record(prepared, result))
-                    return "cancelled"
-                records.append(write_back(bpy.data.objects[name], prepared, result))
-        except KeyboardInterrupt:  # a second Ctrl+C: stop now, still write the partial report
-            return "cancelled"
+        for prepared in prepared_fits:
+            name = prepared.request.object_name
+            self.step("fit")
+            try:
+                result = run_fit(prepared, self.progress_printer(name), self.cancel)
+            except (FitError, ValueError) as e:
+                message = one_line(e)
+                self.error(f"fit of {name} failed: {message}")
+                self.records.append(failure_record(prepared.request, message))
+                status = "failed"
+                continue
+            if result.cancelled or self.guard.interrupted:
+                self.records.append(result_record(prepared, result))
+                self.guard.checkpoint()
+            self.records.append(write_back(bpy.data.objects[name], prepared, result))
         return status
 
-    def on_sigint(self, _signum: int, _frame: Any) -> None:
-        if self.cancel.is_set():
-            raise KeyboardInterrupt
-        self.cancel.set()
-        self.error("interrupt: stopping after the current iteration (Ctrl+C again to stop now)")
-
-    def progress_printer(self, name: str) -> Callable[[int, float, dict[str, float]], None] | None:
-        if self.args.quiet:
-            return None
+    def progress_printer(self, name: str) -> Callable[[int, float, dict[str, float]], None]:
         label = shlex.quote(name)
 
         def progress(iteration: int, loss: float, values: dict[str, float]) -> None:
-            params = " ".join(f"{k}={v:.9g}" for k, v in values.items())
-            self.say(f"fit {label} iter {iteration} loss {loss:.9g} {params}")
+            if not self.args.quiet:
+                params = " ".join(f"{k}={v:.9g}" for k, v in values.items())
+                self.say(f"fit {label} iter {iteration} loss {loss:.9g} {params}")
+            # a signal here makes the fit stop after this iteration (the cancel event)
+            self.guard.at(f"iteration-{iteration}")
+            notice = self.guard.pending_notice()
+            if notice:
+                print(notice, end="", file=self.err, flush=True)
 
         return progress
 
-    def bake_all(self, scene: bpy.types.Scene, records: list[dict[str, Any]], device: str | None) -> str:
-        directory = Path(self.args.bake).expanduser().resolve()
+    def bake_all(self, scene: bpy.types.Scene, device: str | None) -> str:
+        assert self.plan is not None and self.plan.bake_dir is not None
+        directory = self.plan.bake_dir
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            self.error(f"--bake: cannot create {directory}: {e.strerror or e}")
+            self.error(f"--bake: cannot create {directory}: {_reason(e)}")
             return "failed"
-        for record in records:
+        for record in self.records:
+            self.step("bake")
             ob = bpy.data.objects[record["name"]]
             try:
-                info = bake_object(scene, ob, directory=str(directory), device=device)
+                info = bake_object(
+                    scene, ob, directory=str(directory), device=device, checkpoint=self.commit_check("bake")
+                )
             except FitInputError as e:
                 self.error(f"bake of {ob.name} failed: {e}")
                 record["status"] = "failed"
                 record["error"] = f"bake: {e}"
                 return "failed"
+            self.baked.append(info.filepath)
             record["bake"] = info.filepath
             ob.fit_to_target.result_json = json.dumps(record)
         return "ok"
 
-    def error(self, text: str) -> None:
-        print(f"{PROG}: {text}", file=self.err, flush=True)
+    def save(self, path: Path) -> str:
+        self.step("save")
+        names = [r["name"] for r in self.records]
+        try:
+            with self.guard.critical():
+                save_blend_atomically(path, names, before_commit=self.commit_check("save"))
+                self.saved_to = str(path)
+        except (RuntimeError, OSError) as e:
+            self.error(f"cannot save {path}: {_reason(e)}; the previous file, if any, is unchanged")
+            return "failed"
+        return "ok"
+
+    def commit_check(self, phase: str) -> Callable[[], None]:
+        """Called with an output written and verified, just before it is renamed into place."""
+
+        def check() -> None:
+            self.guard.at(f"{phase}-written")
+            self.guard.checkpoint()
+
+        return check
+
+    # -- the end -------------------------------------------------------------------------------
+    def write_report(self, status: str, code: int) -> None:
+        assert self.plan is not None and self.plan.report is not None
+        document = report_document(self.records, self.plan.input, self.saved_to, status, code)
+        with self.guard.critical():
+            write_json_atomically(self.plan.report, document, before_commit=self.commit_check("report"))
+
+    def print_tables(self) -> None:
+        for record in self.records:
+            for line in format_table(record):
+                self.say(line)
+            note = surface_note(record)
+            if note:
+                self.say(f"  {note}")
+
+    def interrupted(self, stop: Interrupted) -> int:
+        """After a signal: the partial report (if one was asked for), then one line."""
+        code = stop.exit_code
+        written = None
+        report = self.plan.report if self.plan is not None else None
+        if report is not None:
+            try:
+                document = report_document(self.records, self.plan.input, self.saved_to, "cancelled", code)
+                write_json_atomically(report, document)
+                written = report
+            except (OSError, Interrupted) as e:
+                self.error(f"the partial report was not written: {_reason(e)}")
+        self.print_tables()
+        done = f"{self.saved_to} was saved before the signal" if self.saved_to else "nothing was saved"
+        if self.baked:
+            done += f" ({len(self.baked)} cache file(s) baked before the signal)"
+        where = f"; partial report in {written}" if written else ""
+        self.error(f"interrupted by {signal_name(stop.signum)}: {done}{where}")
+        return code
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return " ".join(error.strerror.split())
+    return one_line(error)
 
 
 def _prefixed(name: str, message: str) -> str:

@@ -52,6 +52,10 @@ class SceneModel(Protocol):
     def read_geometry(self, ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> ClothMesh:
         """The mesh entering the modifier at the current frame, in world space."""
 
+    def check_geometry(self, mesh: ClothMesh) -> None:
+        """Raise ValueError naming what the model cannot simulate in ``mesh`` (bad input,
+        found before the fit instead of failing it)."""
+
     def sample_goals(
         self,
         ob: bpy.types.Object,

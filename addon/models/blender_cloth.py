@@ -17,6 +17,7 @@ import numpy as np
 from ...warp_core.mesh import ClothMesh
 from ...warp_core.models import get_model
 from ...warp_core.models.blender_cloth import CLOTH_SETTINGS_FIELDS, ClothParams
+from ...warp_core.models.blender_cloth.topology import validate_mesh
 from ..scene.mesh_read import (
     input_is_object_data,
     modifier_input_stack,
@@ -99,6 +100,21 @@ def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> C
         ob_eval = ob.evaluated_get(depsgraph)
         pins = vertex_group_weights(ob_eval.data, ob, pin_group)
         return read_mesh(ob_eval.data, object_matrix(ob_eval), pins)
+
+
+def check_cloth_mesh(mesh: ClothMesh) -> None:
+    """What neither Blender's cloth nor this model can simulate, found before any fit:
+    ValueError naming it (no faces, a single vertex, loose vertices, zero-area or duplicate
+    faces, edges of three or more faces)."""
+    validate_mesh(mesh)
+    first: dict[tuple[int, ...], int] = {}
+    for p, corners in enumerate(mesh.polygons()):
+        key = tuple(sorted(int(v) for v in corners))
+        if key in first:
+            raise ValueError(
+                f"faces {first[key]} and {p} use the same vertices (duplicate faces); delete one of them"
+            )
+        first[key] = p
 
 
 def sample_pin_goals(
@@ -214,6 +230,9 @@ class BlenderClothScene:
 
     def read_geometry(self, ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> ClothMesh:
         return export_cloth_mesh(ob, depsgraph)
+
+    def check_geometry(self, mesh: ClothMesh) -> None:
+        check_cloth_mesh(mesh)
 
     def sample_goals(
         self,

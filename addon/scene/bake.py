@@ -9,8 +9,10 @@ stack exactly; the ``.pc2`` file stays on disk.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from ...warp_core.errors import one_line
 from ...warp_core.fit import FitObjective
+from ...warp_core.io import remove_stale_temporaries
 from ...warp_core.models import get_model
 from ...warp_core.pc2 import write_pc2
 from ..errors import FitInputError
@@ -64,12 +67,31 @@ def is_baked(ob: bpy.types.Object) -> bool:
     return bool(getattr(ob, "fit_to_target", None) and ob.fit_to_target.bake_json)
 
 
+def bake_filename(name: str) -> str:
+    """The ``.pc2`` file name of an object: its name made safe for any file system, plus a
+    short hash of the exact name, so that "A B" and "A_B" (or "Cloth" and "cloth" on a
+    case-insensitive disk) never share a cache. Stable from run to run."""
+    digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{bpy.path.clean_name(name)}-{digest}.pc2"
+
+
+def _stored_path(path: Path) -> str:
+    """``path`` as the modifier should keep it: relative to the .blend ("//...") when the
+    .blend has a path, so the scene still finds its cache when the folder moves."""
+    if not bpy.data.filepath:
+        return str(path)
+    try:
+        return bpy.path.relpath(str(path))
+    except ValueError:  # another drive (Windows): no relative path exists
+        return str(path)
+
+
 def cache_path(ob: bpy.types.Object, directory: str | None = None) -> tuple[Path, str, bool]:
     """(absolute path, path for the modifier, temporary) of the object's ``.pc2``."""
-    filename = bpy.path.clean_name(ob.name) + ".pc2"
+    filename = bake_filename(ob.name)
     if directory:
         path = Path(bpy.path.abspath(directory)).resolve() / filename
-        return path, str(path), False
+        return path, _stored_path(path), False
     if bpy.data.filepath:
         stored = f"//{CACHE_FOLDER}/{filename}"
         return Path(bpy.path.abspath(stored)).resolve(), stored, False
@@ -85,12 +107,15 @@ def bake_object(
     error_colors: bool | None = None,
     error_frame: int | None = None,
     depsgraph: bpy.types.Depsgraph | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> BakeInfo:
     """Simulate the cloth with its modifier's current settings from the cache start to
     ``scene.frame_end`` and play it back through a Mesh Cache modifier.
 
     Everything is computed and the file written before the first change to the scene, so
-    a failure (BakeError, one line) leaves the scene as it was.
+    a failure (BakeError, one line) leaves the scene as it was. ``checkpoint()`` runs with
+    the cache written but not yet renamed into place; raising there (a signal) abandons
+    the bake with nothing written.
     """
     mod = check_object(ob)
     model = object_model(ob)
@@ -111,6 +136,7 @@ def bake_object(
         scene.frame_set(start)
         try:
             mesh = model.read_geometry(ob, depsgraph)
+            model.check_geometry(mesh)
             goals, matrices = model.sample_goals(ob, depsgraph, scene, frames)
         except ValueError as e:
             raise BakeError(one_line(e)) from e
@@ -135,8 +161,9 @@ def bake_object(
         colors, max_error = _error_colors(scene, ob, params.values(), error_frame, depsgraph)
 
     path, stored, temporary = cache_path(ob, directory)
+    remove_stale_temporaries(path.parent)  # of earlier bakes killed while writing
     try:
-        write_pc2(path, local, start_frame=start)
+        write_pc2(path, local, start_frame=start, before_commit=checkpoint)
     except OSError as e:
         raise BakeError(f"cannot write {path}: {e.strerror or e}") from e
 

@@ -49,6 +49,7 @@ def check_request(
             keys = ob.data.shape_keys
             if keys is None or t.shape_key not in keys.key_blocks:
                 raise FitInputError(f"target {k}: '{name}' has no shape key '{t.shape_key}'")
+            _check_target_key(ob, t.shape_key, animated_values=False)
         else:
             _check_target_object(ob, t.object_name, k)
         if not start < t.frame <= end:
@@ -59,13 +60,45 @@ def check_request(
         if t.frame in seen:
             raise FitInputError(f"two targets at frame {t.frame}: keep one per frame")
         seen.add(t.frame)
-    if request.loss not in ("vertex", "surface"):
-        raise FitInputError(f"unknown loss '{request.loss}': use vertex (same topology) or surface")
+    if request.loss not in ("vertex", "surface", "auto"):
+        raise FitInputError(f"unknown loss '{request.loss}': use vertex (same topology), surface or auto")
     if request.max_iterations < 1:
         raise FitInputError("max iterations must be at least 1")
     if check_device:
         resolve_device(request.device)
     return mod, start, end
+
+
+def check_rest_shape(ob: bpy.types.Object, request: FitRequest) -> None:
+    """The shape-key targets of ``request`` with the key values of the current frame (the
+    cache start frame, when the fit reads the scene)."""
+    for t in request.targets:
+        if t.shape_key:
+            _check_target_key(ob, t.shape_key, animated_values=True)
+
+
+def _check_target_key(ob: bpy.types.Object, key_name: str, animated_values: bool) -> None:
+    """A target shape key must not deform the cloth it is the target of.
+
+    A target key is read from its own coordinates, but with a value above 0 it also moves
+    the cloth's rest shape towards the target (Blender 5.0 adds new keys at value 1.0), and
+    the fit would start from the answer's neighbourhood with the wrong rest lengths."""
+    keys = ob.data.shape_keys
+    block = keys.key_blocks[key_name]
+    if block == keys.reference_key or block.mute:
+        return
+    if not keys.use_relative:
+        raise FitInputError(
+            f"shape key '{key_name}' of '{ob.name}': absolute shape keys (Relative off) change the "
+            "cloth's rest shape with Evaluation Time; use relative shape keys for targets"
+        )
+    if keys.animation_data is not None and not animated_values:
+        return  # the value at the cache start frame decides: checked when the fit reads the scene
+    if block.value > 0.0:
+        raise FitInputError(
+            f"shape key '{key_name}' of '{ob.name}' has value {block.value:g}, so it also deforms the "
+            "cloth's rest shape: set its Value to 0 (the target is read from the key's own coordinates)"
+        )
 
 
 def _check_target_object(ob: bpy.types.Object, object_name: str, k: int) -> None:

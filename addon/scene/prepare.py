@@ -15,7 +15,7 @@ from ..errors import FitInputError
 from ..models.registry import scene_model
 from ..request import FitRequest, PreparedFit, TargetSpec
 from ..warp_setup import resolve_device
-from .checks import check_request
+from .checks import check_request, check_rest_shape
 from .mesh_read import object_matrix, triangles, world_positions
 
 
@@ -37,7 +37,7 @@ def prepare_fit(
     for k, t in enumerate(request.targets):
         by_frame.setdefault(t.frame, []).append((k, t))
     read: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
-    surface = request.loss == "surface"
+    surface = request.loss in ("surface", "auto")  # auto decides once the targets are read
 
     def read_targets(_k: int, frame: float) -> None:
         for k, t in by_frame.get(int(frame), ()):
@@ -47,15 +47,24 @@ def prepare_fit(
     try:
         # the cloth starts from its input mesh at the cache start frame
         scene.frame_set(start)
+        check_rest_shape(ob, request)  # shape-key values as they are at the start frame
         try:
             mesh = model.read_geometry(ob, depsgraph)
+        except ValueError as e:
+            raise FitInputError(one_line(e)) from e
+        try:
+            model.check_geometry(mesh)
+        except ValueError as e:
+            raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
+        try:
             goals, _ = model.sample_goals(ob, depsgraph, scene, frames, on_frame=read_targets)
         except ValueError as e:
             raise FitInputError(one_line(e)) from e
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
 
-    targets = _targets(request, read, mesh.vertex_count, surface)
+    loss = resolve_loss(request.loss, [read[k][0] for k in range(len(request.targets))], mesh.vertex_count)
+    targets = _targets(request, read, mesh.vertex_count, loss == "surface")
     params = model.read_settings(mod, scene)
     modifier_values = {name: getattr(params, name) for name in model.settings_fields}
     try:
@@ -71,7 +80,7 @@ def prepare_fit(
         ties=dict(request.ties),
         start_frame=start,
         goals=goals,
-        loss=request.loss,
+        loss=loss,
         model=model.name,
     )
     try:
@@ -82,6 +91,13 @@ def prepare_fit(
         device=device, max_iterations=int(request.max_iterations), time_budget_s=request.time_budget_s
     )
     return PreparedFit(request, problem, settings, modifier_values, (start, end))
+
+
+def resolve_loss(loss: str, target_positions: list[np.ndarray], vertex_count: int) -> str:
+    """ "auto": the vertex loss when every target has the cloth's vertex count, else surface."""
+    if loss != "auto":
+        return loss
+    return "vertex" if all(len(p) == vertex_count for p in target_positions) else "surface"
 
 
 def _targets(
@@ -97,7 +113,8 @@ def _targets(
         if not surface and len(positions) != vertex_count:
             raise FitInputError(
                 f"target {t.describe()} has {len(positions)} vertices, the cloth has {vertex_count}: "
-                "choose the Surface loss for a target with a different topology"
+                "a target of another topology needs the surface loss (Loss: Surface in the panel, "
+                "--loss surface or --loss auto in batch)"
             )
         if len(positions) == 0:
             raise FitInputError(f"target {t.describe()} has no vertices")

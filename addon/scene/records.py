@@ -59,3 +59,14 @@ def failure_record(request: FitRequest, error: str, seconds: float = 0.0) -> dic
         "fit": list(request.fit),
         "target_frames": sorted(t.frame for t in request.targets),
     }
+
+
+def surface_note(record: dict[str, Any]) -> str | None:
+    """Why a surface-loss RMSE can exceed its max error: they measure different distances."""
+    if record.get("loss") != "surface" or record.get("status") == "failed":
+        return None
+    return (
+        "surface loss: RMSE averages both directions (cloth vertices to the target surface and "
+        "target vertices to the cloth surface); max error is the farthest cloth vertex from the "
+        "target surface, so the RMSE can be the larger"
+    )

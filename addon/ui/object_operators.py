@@ -28,6 +28,7 @@ class OBJECT_OT_fit_to_target_add_target(bpy.types.Operator):
             return {"CANCELLED"}
         s = ob.fit_to_target
         frame = context.scene.frame_current
+        level = "INFO"
         others = [o for o in context.selected_objects if o != ob and o.type == "MESH"]
         key = ob.active_shape_key if ob.data.shape_keys is not None else None
         if others:
@@ -39,11 +40,16 @@ class OBJECT_OT_fit_to_target_add_target(bpy.types.Operator):
             item = s.targets.add()
             item.kind, item.shape_key, item.frame = "SHAPE_KEY", key.name, frame
             names = f"shape key '{key.name}'"
+            if key.value > 0.0 and not key.mute:
+                # Blender adds keys at value 1.0: the key would also deform the cloth's rest shape
+                level = "WARNING"
+                names += f" (its value {key.value:g} is now 0: it no longer deforms the cloth's rest shape)"
+                key.value = 0.0
         else:
             self.report({"ERROR"}, "Select the target mesh too (cloth active), or make a shape key active")
             return {"CANCELLED"}
         s.active_target_index = len(s.targets) - 1
-        self.report({"INFO"}, f"Target {names} at frame {frame}")
+        self.report({level}, f"Target {names} at frame {frame}")
         return {"FINISHED"}
 
 

@@ -28,6 +28,7 @@ from ...warp_core.presets.schema import (
     Preset,
     PresetError,
     check_name,
+    name_key,
     validate_preset,
 )
 from ..models.registry import scene_model
@@ -200,7 +201,7 @@ class FIT_OT_preset_rename(bpy.types.Operator):
             (
                 p
                 for p in all_presets()
-                if p.name.casefold() == new_name.casefold() and p.name.casefold() != preset.name.casefold()
+                if name_key(p.name) == name_key(new_name) and name_key(p.name) != name_key(preset.name)
             ),
             None,
         )

@@ -253,7 +253,7 @@ def demo_operator_fit() -> dict[str, Any]:
     out["frames"] = frames
     out["playback"] = playback(ob, frames)
     out["trajectory"] = fitted_trajectory(ob, frames[-1])
-    out["pc2"] = pc2.read_pc2(folder / "fit_cache" / "Cloth.pc2")
+    out["pc2"] = pc2.read_pc2(folder / "fit_cache" / bake.bake_filename("Cloth"))
 
     out["revert_result"] = bpy.ops.object.fit_to_target_revert()
     out["reverted"] = modifier_values(ob)

@@ -74,8 +74,8 @@ def test_target_vertex_count_differs_with_same_topology_loss(cloth) -> None:
     ob.fit_to_target.targets[0].object = small
     message = _fit_error(ob, folder)
     assert message == (
-        "target 'Small' at frame 10 has 25 vertices, the cloth has 64: "
-        "choose the Surface loss for a target with a different topology"
+        "target 'Small' at frame 10 has 25 vertices, the cloth has 64: a target of another topology "
+        "needs the surface loss (Loss: Surface in the panel, --loss surface or --loss auto in batch)"
     )
     # the check is about the loss: with the surface loss the same target is accepted
     ob.fit_to_target.loss = "SURFACE"
@@ -92,7 +92,7 @@ def test_target_frame_outside_cache_range(cloth, frame: int) -> None:
 
 
 def test_zero_area_face_is_surfaced(tmp_path: Path) -> None:
-    """warp_core rejects a degenerate polygon (ValueError naming it); the operator reports it."""
+    """A degenerate polygon is refused before the fit, naming it; nothing changes."""
     base = grid_mesh(4, 4, 0.6, 0.6)
     extra = np.array([(0.5, 0.0, 0.0), (0.6, 0.0, 0.0), (0.7, 0.0, 0.0)])  # collinear triangle
     polygons = [p.tolist() for p in base.polygons()] + [[16, 17, 18]]
@@ -107,7 +107,7 @@ def test_zero_area_face_is_surfaced(tmp_path: Path) -> None:
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "degenerate.blend"))
     ob = bpy.data.objects["Cloth"]
     message = _fit_error(ob, tmp_path)
-    assert message.startswith("Fit of 'Cloth' failed: zero-area polygon 9 (vertices 16, 17, 18)")
+    assert message.startswith("'Cloth': zero-area polygon 9 (vertices 16, 17, 18)"), message
 
 
 def test_bake_in_unsaved_file_uses_temp_dir_and_says_so(tmp_path: Path) -> None:

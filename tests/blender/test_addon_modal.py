@@ -239,8 +239,35 @@ def test_modal_cancel_mid_fit_changes_nothing(saved_scene, key: str) -> None:
     assert fit_session.active_session() is None and not ctx.window_manager.timers
 
 
-def test_modal_worker_error_is_reported_and_changes_nothing(tmp_path: Path) -> None:
-    """A mesh warp_core rejects (zero-area face): the worker's error becomes one report."""
+def test_modal_worker_error_is_reported_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fit that fails in the worker: its error becomes one report, and nothing changes."""
+    ob = clamped_cloth(frame_end=12)
+    add_targets_from_blender(ob, TRUTH, [12])
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "failing.blend"))
+    ob = bpy.data.objects["Cloth"]
+    before = snapshot(ob, tmp_path)
+
+    def failing_fit(*_args, **_kwargs):
+        raise fit_operators.FitError("the simulation diverges at the start values")
+
+    monkeypatch.setattr(
+        fit_operators, "FitJob", lambda problem, settings: FitJob(problem, settings, fit_function=failing_fit)
+    )
+    ctx, op = ContextProxy(), OperatorStandIn()
+    try:
+        assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+        assert run_timers(op, ctx, timeout=60) == {"CANCELLED"}
+    finally:
+        fit_session.end_session()
+    assert op.reports == [({"ERROR"}, "Fit of 'Cloth' failed: the simulation diverges at the start values")]
+    assert snapshot(ob, tmp_path) == before
+
+
+def test_modal_refuses_a_mesh_the_solver_cannot_use(tmp_path: Path) -> None:
+    """A zero-area face is refused when the fit starts, before any worker runs: one report."""
     grid = np.array([(x, y, 1.0) for y in (0.0, 0.5, 1.0) for x in (0.0, 0.5, 1.0)])
     degenerate = np.array([(1.5, 0.0, 1.0), (2.0, 0.0, 1.0), (2.5, 0.0, 1.0)])  # collinear: no area
     vertices = np.vstack([grid, degenerate])
@@ -249,7 +276,7 @@ def test_modal_worker_error_is_reported_and_changes_nothing(tmp_path: Path) -> N
     weights = pin_row_weights(ClothMesh.from_polygons(grid, quads), side="+y")
     ob = make_cloth_object(mesh, pin_weights=np.concatenate([weights, [0, 0, 0]]), frame_end=10)
     ob.shape_key_add(name="Basis")
-    ob.shape_key_add(name="Down")
+    ob.shape_key_add(name="Down").value = 0.0  # a target key must not deform the rest shape
     item = ob.fit_to_target.targets.add()
     item.kind, item.shape_key, item.frame = "SHAPE_KEY", "Down", 5
     bpy.context.view_layer.objects.active = ob
@@ -260,12 +287,12 @@ def test_modal_worker_error_is_reported_and_changes_nothing(tmp_path: Path) -> N
 
     ctx, op = ContextProxy(), OperatorStandIn()
     try:
-        assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
-        assert run_timers(op, ctx, timeout=60) == {"CANCELLED"}
+        assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"CANCELLED"}
     finally:
         fit_session.end_session()
     assert len(op.reports) == 1
     kind, message = op.reports[0]
     assert kind == {"ERROR"} and "\n" not in message
-    assert message.startswith("Fit of 'Cloth' failed: zero-area polygon 4 (vertices 9, 10, 11)")
+    assert message.startswith("'Cloth': zero-area polygon 4 (vertices 9, 10, 11)"), message
+    assert fit_session.active_session() is None and not ctx.window_manager.timers
     assert snapshot(ob, tmp_path) == before

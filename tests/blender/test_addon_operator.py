@@ -75,7 +75,7 @@ def test_demo_bake_playback_equals_fitted_trajectory(demo: dict) -> None:
     assert demo["stack_baked"][0][2:] == (False, False)
     settings = demo["cache_settings"]
     assert settings["cache_format"] == "PC2" and settings["play_mode"] == "SCENE"
-    assert settings["filepath"] == "//fit_cache/Cloth.pc2"
+    assert settings["filepath"] == f"//fit_cache/{bake.bake_filename('Cloth')}"
     assert settings["frame_start"] == 1.0 and settings["frame_scale"] == 1.0
     samples, start, rate = demo["pc2"]
     assert samples.shape == (len(frames), 144, 3) and start == 1.0 and rate == 1.0
@@ -185,7 +185,7 @@ def test_pins_on_animated_parent_fit_and_bake() -> None:
     err = np.abs(shown - expected).max()
     assert err <= 1e-5, err
     # object space really differs from world space here (the conversion is exercised)
-    samples = pc2.read_pc2(path.parent / "fit_cache" / f"{ob.name}.pc2")[0]
+    samples = pc2.read_pc2(path.parent / "fit_cache" / bake.bake_filename(ob.name))[0]
     assert np.abs(samples[-1] - expected[-1]).max() > 0.1
     assert math.isclose(ob.modifiers[bake.CACHE_MODIFIER_NAME].frame_start, 1.0)
     assert modifier_stack(ob)[0][2:] == (False, False)

@@ -216,14 +216,16 @@ def test_demo_batch_output_and_files(demo_batch: dict) -> None:
 
     assert sha256(demo_batch["scene"]) == demo_batch["digest"]  # the input is never written
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temp files left
-    samples, start, _ = pc2.read_pc2(folder / "cache" / "Cloth.pc2")
+    cache = folder / "cache" / bake.bake_filename("Cloth")
+    samples, start, _ = pc2.read_pc2(cache)
     assert samples.shape == (40, 144, 3) and start == 1.0
     open_blend(folder / "fitted.blend")
     ob = bpy.data.objects["Cloth"]
     for name, value in entry["params"].items():
         assert modifier_values(ob)[name] == pytest.approx(value, rel=1e-6)
-    assert ob.modifiers[bake.CACHE_MODIFIER_NAME].filepath == str(folder / "cache" / "Cloth.pc2")
-    assert json.loads(ob.fit_to_target.result_json)["bake"] == str(folder / "cache" / "Cloth.pc2")
+    # relative to the saved .blend, so the folder can move as a whole
+    assert ob.modifiers[bake.CACHE_MODIFIER_NAME].filepath == f"//cache/{cache.name}"
+    assert json.loads(ob.fit_to_target.result_json)["bake"] == str(cache)
     print(f"demo via batch.py: {demo_batch['seconds']:.1f} s wall, fit {entry['seconds']:.1f} s")
 
 
@@ -315,19 +317,16 @@ def test_usage_errors_exit_2_with_one_line(small_scene: Path, tmp_path: Path, ca
     assert sha256(small_scene) == digest
 
 
-def test_fit_failure_exits_3_with_report(small_scene: Path, tmp_path: Path) -> None:
+def test_bad_mesh_exits_2_before_the_fit(small_scene: Path, tmp_path: Path) -> None:
+    # a mesh the cloth solver cannot use is bad input (exit 2), found before the fit
     scene = small_scene.parent / "degenerate.blend"
     digest = sha256(scene)
     proc = run_batch(scene, "--report", tmp_path / "r.json", "--save", tmp_path / "out.blend", timeout=120)
-    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
     (line,) = our_errors(proc.stderr)
-    assert line.startswith("fit-to-target: fit of Cloth failed: zero-area polygon 9 (vertices 16, 17, 18)")
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert schema_errors(report, SCHEMA) == []
-    assert report["status"] == "failed" and report["exit_code"] == 3
-    (entry,) = report["objects"]
-    assert entry["status"] == "failed" and entry["error"].startswith("zero-area polygon 9")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # the .blend is not saved
+    assert line.startswith("fit-to-target: error: 'Cloth': zero-area polygon 9 (vertices 16, 17, 18)"), line
+    assert "fit Cloth iter" not in proc.stdout and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output of any kind
     assert sha256(scene) == digest
 
 
@@ -426,7 +425,7 @@ def test_sigint_partial_report_and_input_untouched(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, (out, err)
-    assert "interrupted: nothing was saved; partial report in" in err
+    assert "interrupted by SIGINT: nothing was saved; partial report in" in err
     report = json.loads((tmp_path / "r.json").read_text())
     assert schema_errors(report, SCHEMA) == []
     assert report["status"] == "cancelled" and report["exit_code"] == 130 and report["saved_to"] is None

@@ -24,6 +24,7 @@ from .schema import (
     PresetError,
     check_name,
     invalid,
+    name_key,
     parse_preset,
     preset_to_json,
 )
@@ -92,10 +93,13 @@ def _inside(directory: Path, path: Path) -> Path:
 
 
 def write_preset_json(preset: Preset, path: str | os.PathLike[str]) -> Path:
-    """Write ``preset`` to exactly ``path`` (an export the user chose), atomically."""
+    """Write ``preset`` to ``path`` (an export the user chose), atomically; a folder (an
+    existing one, or a path ending in a separator) gets ``<folder>/<safe name>.json``."""
     text = preset_to_json(preset)
     p = Path(path)
-    if p.suffix.lower() != PRESET_SUFFIX:
+    if p.is_dir() or str(path).endswith(("/", os.sep)):
+        p = p / safe_filename(preset.name)
+    elif p.suffix.lower() != PRESET_SUFFIX:
         p = p.with_name(p.name + PRESET_SUFFIX)
     if not p.parent.is_dir():
         raise PresetError(f"cannot export preset {preset.name!r}: folder {p.parent} does not exist")
@@ -123,7 +127,7 @@ def _read_dir(directory: Path, builtin: bool, warnings: list[str] | None) -> lis
 
 
 def _key(name: str) -> str:
-    return name.casefold()
+    return name_key(name)
 
 
 def list_presets(
@@ -163,12 +167,15 @@ def find_preset(
     """The preset called ``name`` (case-insensitive), built-ins first. PresetError if none.
 
     User presets are looked up only in ``user_dir`` (none when it is None)."""
-    presets = list_presets(builtin_dir, user_dir)
+    skipped: list[str] = []
+    presets = list_presets(builtin_dir, user_dir, skipped)
     for p in presets:
         if _key(p.name) == _key(str(name)):
             return p
     available = ", ".join(p.name for p in presets) or "none"
-    raise PresetError(f"no preset named {name!r}; available: {available}")
+    # the preset asked for may be one of the files that were refused: say why
+    reasons = "".join(f"; {message}" for message in skipped[:3])
+    raise PresetError(f"no preset named {name!r}; available: {available}{reasons}")
 
 
 def save_preset_file(

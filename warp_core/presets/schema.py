@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -121,6 +122,23 @@ def invalid(source: str, problem: str) -> PresetError:
     return PresetError(f"preset {source}: {problem}")
 
 
+FLOAT32_SMALLEST_NORMAL = 2.0**-126  # 1.18e-38: below it float32 loses precision, then becomes 0
+
+
+def as_float32(value: float) -> float:
+    """``value`` as Blender stores a float setting (float32; inf when out of its range)."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def name_key(name: str) -> str:
+    """What makes two preset names the same: compatibility forms folded (full-width letters,
+    ligatures) and case ignored, so "Ｃｏｔｔｏｎ" and "COTTON" are both "cotton"."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
 def _has_control(text: str) -> bool:
     return any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") for c in text)
 
@@ -184,6 +202,21 @@ def _check_values(values: Any, source: str, where: str = "values") -> dict[str, 
             continue
         number = _number(key, raw, source, where)
         lo, hi = PARAMETER_BOUNDS[key]
+        if number != 0.0 and abs(number) < FLOAT32_SMALLEST_NORMAL:
+            # Blender keeps these settings in float32: such a value would be stored as 0 or a
+            # denormal (a mass of 0, a fit that cannot move)
+            raise invalid(
+                source,
+                f"{where}.{key} = {number!r} is too small for Blender's float32 settings (nonzero values "
+                f"must be at least {FLOAT32_SMALLEST_NORMAL:g}); Blender would store 0",
+            )
+        stored = as_float32(number)
+        if not lo <= stored <= hi:
+            raise invalid(
+                source,
+                f"{where}.{key} = {number:g} is outside Blender's range [{lo:g}, {hi:g}] once stored "
+                "as float32",
+            )
         if not lo <= number <= hi:
             raise invalid(source, f"{where}.{key} = {number:g} is outside Blender's range [{lo:g}, {hi:g}]")
         if key == "mass" and number <= 0.0:

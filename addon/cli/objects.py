@@ -1,0 +1,81 @@
+"""Which objects the batch command fits, and each one's request: its panel settings with
+the command line's choices laid over them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import bpy
+
+from ..errors import FitInputError
+from ..models.base import resolve_ties
+from ..models.registry import object_model
+from ..request import FitRequest, TargetSpec, request_from_object
+from ..scene.checks import check_object
+from .args import UsageError
+
+
+def pick_objects(
+    scene: bpy.types.Scene, names: list[str], targets: list[TargetSpec]
+) -> list[bpy.types.Object]:
+    """``--object`` names, else every cloth object of the scene when ``--target`` is given,
+    else every mesh object with targets in its Fit settings (sorted by name)."""
+    if names:
+        objects = []
+        for name in dict.fromkeys(names):
+            ob = bpy.data.objects.get(name)
+            if ob is None:
+                raise UsageError(f"no object named '{name}'")
+            if scene.objects.get(name) is None:
+                raise UsageError(f"object '{name}' is not in scene '{scene.name}'")
+            objects.append(ob)
+        return objects
+    target_names = {t.object_name for t in targets}
+    if targets:
+        # no saved settings needed: every cloth object of the scene gets the given targets
+        objects = [
+            o
+            for o in scene.objects
+            if o.type == "MESH" and o.name not in target_names and object_model(o).find_modifier(o)
+        ]
+    else:
+        objects = [o for o in scene.objects if o.type == "MESH" and len(o.fit_to_target.targets) > 0]
+    if not objects:
+        raise UsageError("nothing to fit: no object has fit targets (use --object and --target)")
+    return sorted(objects, key=lambda o: o.name)
+
+
+def request_for(
+    ob: bpy.types.Object,
+    args: argparse.Namespace,
+    chosen: list[str] | None,
+    targets: list[TargetSpec],
+    device: str | None,
+    start_values: dict[str, Any] | None,
+) -> FitRequest:
+    """The object's request from its panel settings, with the arguments applied."""
+    try:
+        check_object(ob)
+        request = request_from_object(ob)
+    except FitInputError as e:
+        raise UsageError(str(e) if ob.name in str(e) else f"{ob.name}: {e}") from e
+    if chosen is not None or args.no_ties:
+        s = ob.fit_to_target
+        ties = object_model(ob).ties
+        base = chosen if chosen is not None else list(request.fit) + list(request.ties)
+        ties_on = {tie.key: (not args.no_ties) and bool(getattr(s, tie.key)) for tie in ties}
+        request.fit, request.ties = resolve_ties(base, ties_on, ties)
+    if targets:
+        request.targets = list(targets)
+    if device is not None:
+        request.device = device
+    if args.max_iters is not None:
+        request.max_iterations = args.max_iters
+    if args.time_budget is not None:
+        request.time_budget_s = args.time_budget
+    if args.loss is not None:
+        request.loss = args.loss
+    if start_values is not None:
+        request.start_values = dict(start_values)
+    return request
