@@ -44,6 +44,7 @@ class FitRequest:
     loss: str  # "vertex" or "surface"
     max_iterations: int = 30
     time_budget_s: float | None = None
+    tolerance_m: float | None = None  # RMSE that counts as matched; None: automatic
     device: str = "AUTO"  # "AUTO", "cpu", "cuda" or "cuda:N"
     start_values: dict[str, Any] = field(default_factory=dict)
 
@@ -89,6 +90,7 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         loss=s.loss.lower(),
         max_iterations=int(s.max_iterations),
         time_budget_s=float(s.time_budget) if s.time_budget > 0 else None,
+        tolerance_m=float(s.tolerance) if s.tolerance > 0 else None,
         device=s.device,
         start_values=parse_start_values(s.start_values_json, ob.name, model.settings_fields),
     )

@@ -93,20 +93,25 @@ def run_generate(args: argparse.Namespace) -> None:
 
 
 def run_fit(args: argparse.Namespace) -> None:
+    """Fit every selected scene; ``--jobs N`` runs N fit processes at once (a GPU machine
+    with many cores keeps its device busy that way; each fit is still its own process)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     out: Path = args.out
     options = FitOptions(args.device, args.precision, args.max_iters, args.time_budget, args.timeout)
     path = out / "fits.json"
     records: dict[int, FitRecord] = load_records(path, FitRecord)
     meta = {"version": 1, "device": args.device, "precision": args.precision, "max_iters": args.max_iters}
     t0 = time.perf_counter()
-    for scene in selected(load_generated(out), args.only):
-        if scene.error:
-            continue
-        record = fit_scene(out, scene.spec, options)
-        records[scene.spec.index] = record
-        save_records(path, records, meta)  # after every scene: a partial run keeps its numbers
-        what = record.error or f"{record.outcome or record.stop_reason}, fit RMSE {record.rmse_m} m"
-        say(f"{scene.spec.name}: {record.wall_s:.1f} s, {what}")
+    scenes = [scene for scene in selected(load_generated(out), args.only) if not scene.error]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(fit_scene, out, scene.spec, options): scene for scene in scenes}
+        for future in as_completed(futures):
+            scene, record = futures[future], future.result()
+            records[scene.spec.index] = record
+            save_records(path, records, meta)  # after every scene: a partial run keeps its numbers
+            what = record.error or f"{record.outcome or record.stop_reason}, fit RMSE {record.rmse_m} m"
+            say(f"{scene.spec.name}: {record.wall_s:.1f} s, {what}")
     record_timing(out, f"fit_{args.device}_{args.precision}", time.perf_counter() - t0)
 
 
@@ -210,6 +215,7 @@ def parser() -> argparse.ArgumentParser:
     fit.add_argument("--max-iters", type=int, default=30)
     fit.add_argument("--time-budget", type=float, default=None, help="seconds per fit (default: none)")
     fit.add_argument("--timeout", type=float, default=1800.0, help="seconds before a fit is abandoned")
+    fit.add_argument("--jobs", type=int, default=1, help="fit processes at once (default 1)")
     rep = argparse.ArgumentParser(add_help=False)
     rep.add_argument("--check-truth", action="store_true", help="also replay the true values")
     rep.add_argument("--markdown", help="also write the table as Markdown to this file")

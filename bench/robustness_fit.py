@@ -79,7 +79,8 @@ def fit_scene(out: Path, spec: SceneSpec, options: FitOptions) -> FitRecord:
         return FitRecord(spec.index, wall_s=wall, error=f"timed out after {e.timeout:.0f} s")
     wall = time.perf_counter() - t0
     log.write_text(done.stdout + done.stderr, encoding="utf-8")
-    if done.returncode != 0 or not result.is_file():
+    # 4: the fit ran and wrote its result, but does not match its targets (its outcome says so)
+    if done.returncode not in (0, 4) or not result.is_file():
         reason = last_line(done.stderr) or last_line(done.stdout) or "no output"
         return FitRecord(spec.index, wall_s=wall, error=f"exit {done.returncode}: {reason}")
     try:

@@ -2,6 +2,10 @@
 
 python -m warp_core fit PROBLEM.npz --out RESULT.json [--device cpu|cuda] [--max-iters N]
 python -m warp_core demo
+
+Exit codes of ``fit``: 0 the targets are matched (outcome ``converged``), 2 a bad problem
+file or device, 3 the fit failed, 4 it ran but does not match its targets (``misfit`` or
+``stalled``; the result file says why).
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     }
     atomic_write_text(args.out, json.dumps(payload, indent=1))
     print(_table(Path(args.problem).stem, problem, result))
-    return 0
+    # the batch command's contract: 0 only when the targets are matched
+    return {"converged": 0, "failed": 3}.get(result.outcome, 4)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

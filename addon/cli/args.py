@@ -19,6 +19,9 @@ PROG = "fit-to-target"
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad arguments, missing file / object / target, input the fit cannot use
 EXIT_FIT_FAILED = 3  # a fit, its bake or writing an output failed; the report is still written
+# every fit ran and was written back, but at least one does not match its targets (outcome
+# misfit or stalled): the values are the best found, not an answer to trust
+EXIT_NOT_CONVERGED = 4
 EXIT_INTERRUPTED = 130  # SIGINT (143: SIGTERM): partial report, nothing saved after the signal
 
 
@@ -73,13 +76,25 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def tolerance_mm(text: str) -> float:
+    """``--tolerance``: a finite length in millimetres above 0, returned in metres."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of millimetres") from None
+    if not math.isfinite(value) or value <= 0.0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of millimetres above 0")
+    return value * 1e-3
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
         description="Fit cloth material settings to target shapes, headless.",
-        epilog="Exit codes: 0 success, 2 bad arguments or input (nothing written), 3 a fit, bake or "
-        "output failed (report still written), 130/143 interrupted by SIGINT/SIGTERM (partial report, "
-        "nothing saved after the signal).",
+        epilog="Exit codes: 0 every fit converged (targets matched), 2 bad arguments or input (nothing "
+        "written), 3 a fit, bake or output failed (report still written), 4 a fit ran but does not "
+        "match its targets (outcome misfit or stalled; values written, see the report), 130/143 "
+        "interrupted by SIGINT/SIGTERM (partial report, nothing saved after the signal).",
         allow_abbrev=False,  # an abbreviation would change meaning when an option is added
     )
     p.add_argument("scene", nargs="?", help="the .blend file (optional when Blender has opened one)")
@@ -104,6 +119,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--max-iters", type=int, metavar="N", help="maximum optimizer iterations")
     p.add_argument(
         "--time-budget", type=positive_seconds, metavar="SECONDS", help="stop each fit after this long"
+    )
+    p.add_argument(
+        "--tolerance",
+        type=tolerance_mm,
+        metavar="MM",
+        help="RMSE in millimetres that counts as matching the targets (default: the object's "
+        "setting, else the smaller of 1 mm and 0.1%% of the motion)",
     )
     p.add_argument(
         "--loss",

@@ -74,6 +74,8 @@ def request_for(
         request.max_iterations = args.max_iters
     if args.time_budget is not None:
         request.time_budget_s = args.time_budget
+    if args.tolerance is not None:
+        request.tolerance_m = args.tolerance
     if args.loss is not None:
         request.loss = args.loss
     if start_values is not None:

@@ -29,7 +29,7 @@ from ..scene.prepare import prepare_fit, run_fit
 from ..scene.records import failure_record, result_record, surface_note
 from ..scene.write_back import write_back
 from ..warp_setup import resolve_device
-from .args import EXIT_FIT_FAILED, EXIT_OK, PROG, UsageError, parse_fit, parse_target
+from .args import EXIT_FIT_FAILED, EXIT_NOT_CONVERGED, EXIT_OK, PROG, UsageError, parse_fit, parse_target
 from .objects import pick_objects, request_for
 from .outputs import report_document, save_blend_atomically, write_json_atomically
 from .paths import OutputPlan, plan_bake_files, plan_outputs
@@ -101,6 +101,8 @@ class BatchRun:
         if status == "ok" and plan.save is not None:
             status = self.save(plan.save)
         code = EXIT_OK if status == "ok" else EXIT_FIT_FAILED
+        if code == EXIT_OK and self.unmatched():
+            status, code = "not_converged", EXIT_NOT_CONVERGED
         if plan.report is not None:
             self.step("report")
             try:
@@ -109,6 +111,9 @@ class BatchRun:
                 self.error(f"cannot write the report {plan.report}: {_reason(e)}")
                 code = EXIT_FIT_FAILED
         self.print_tables()
+        if code == EXIT_NOT_CONVERGED:
+            names = ", ".join(self.unmatched())
+            self.error(f"not matched to the targets: {names} (values written; see the outcome above)")
         return code
 
     # -- arguments -------------------------------------------------------------------------
@@ -167,6 +172,10 @@ class BatchRun:
                 self.guard.checkpoint()
             self.records.append(write_back(bpy.data.objects[name], prepared, result))
         return status
+
+    def unmatched(self) -> list[str]:
+        """Objects whose fit ran but does not match its targets (an honest non-success)."""
+        return [r["name"] for r in self.records if r.get("outcome") not in (None, "converged")]
 
     def progress_printer(self, name: str) -> Callable[[int, float, dict[str, float]], None]:
         label = shlex.quote(name)

@@ -88,7 +88,10 @@ def prepare_fit(
     except ValueError as e:
         raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
     settings = FitSettings(
-        device=device, max_iterations=int(request.max_iterations), time_budget_s=request.time_budget_s
+        device=device,
+        max_iterations=int(request.max_iterations),
+        time_budget_s=request.time_budget_s,
+        tolerance_m=request.tolerance_m,
     )
     return PreparedFit(request, problem, settings, modifier_values, (start, end))
 

@@ -46,6 +46,16 @@ def _summary(record: dict) -> str:
     return f"Fitted {record.get('name')}: " + ", ".join(parts) + f"; {rmse}"
 
 
+def report_result(op: bpy.types.Operator, record: dict) -> None:
+    """A converged fit is reported as information; any other outcome as a warning that says
+    why, so a fit that does not match its targets never reads as a success."""
+    outcome = record.get("outcome")
+    if outcome in (None, "converged"):
+        op.report({"INFO"}, _summary(record))
+    else:
+        op.report({"WARNING"}, f"{_summary(record)}; NOT MATCHED ({outcome}): {record.get('outcome_reason')}")
+
+
 def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
     """Remove the modal fit's timer, progress bar and status text, and end its session."""
     wm = context.window_manager
@@ -75,7 +85,7 @@ def _finish(op: bpy.types.Operator, context: bpy.types.Context, session: FitSess
         op.report({"ERROR"}, f"'{session.object_name}' no longer exists: the fit result was not written")
         return {"CANCELLED"}
     record = write_back(ob, session.prepared, result)
-    op.report({"INFO"}, _summary(record))
+    report_result(op, record)
     return {"FINISHED"}
 
 
@@ -104,7 +114,7 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
             self.report({"ERROR"}, f"Fit of '{ob.name}' failed: {one_line(e)}")
             return {"CANCELLED"}
         record = write_back(ob, prepared, result)
-        self.report({"INFO"}, _summary(record))
+        report_result(self, record)
         return {"FINISHED"}
 
     def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 import bpy
 
@@ -32,6 +33,27 @@ def _labels(model_name: str) -> dict[str, str]:
         return {p.name: p.label for p in get_model(model_name).parameters}
     except ValueError:  # a record of a model this version does not know
         return {}
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters (panel labels do not wrap)."""
+    return textwrap.wrap(text, width) or [""]
+
+
+def _draw_outcome(box: bpy.types.UILayout, record: dict) -> None:
+    """Converged: the tolerance met. Anything else: an alert row with the reason, so a fit
+    that does not match its targets never looks like a success."""
+    outcome = record.get("outcome")
+    if outcome is None:
+        return  # a record from before outcomes were kept
+    if outcome == "converged":
+        box.label(text=f"Targets matched (within {format_mm(record.get('tolerance_m'))})", icon="CHECKMARK")
+        return
+    col = box.column()
+    col.alert = True
+    col.label(text=f"Not matched: {outcome}", icon="ERROR")
+    for line in _wrap(record.get("outcome_reason") or "", 60):
+        col.label(text=line)
 
 
 def _record(ob: bpy.types.Object) -> dict | None:
@@ -90,6 +112,7 @@ class FIT_PT_main(bpy.types.Panel):
         col.prop(s, "loss")
         col.prop(s, "max_iterations")
         col.prop(s, "time_budget")
+        col.prop(s, "tolerance")
         col.prop(s, "device")
         if s.start_values_json:
             col.label(text="Start values: preset (not the modifier's)", icon="PRESET")
@@ -145,6 +168,7 @@ class FIT_PT_main(bpy.types.Panel):
             text=f"RMSE {format_mm(record.get('initial_rmse_m'))} -> {format_mm(record.get('rmse_m'))}",
             icon="SORT_ASC",
         )
+        _draw_outcome(box, record)
         for warning in record.get("warnings") or []:
             box.label(text=warning, icon="ERROR")
         row = box.row(align=True)

@@ -92,6 +92,15 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
         subtype="TIME_ABSOLUTE",
         unit="TIME_ABSOLUTE",
     )
+    tolerance: FloatProperty(
+        name="Tolerance",
+        description="RMSE that counts as matching the targets (0: automatic, the smaller of 1 mm and 0.1 % "
+        "of the motion); raise it for noisy targets such as scans",
+        default=0.0,
+        min=0.0,
+        subtype="DISTANCE",
+        unit="LENGTH",
+    )
     device: EnumProperty(name="Device", items=_device_enum_items)
     start_values_json: StringProperty(
         name="Start Values",

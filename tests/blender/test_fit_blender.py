@@ -24,6 +24,8 @@ def test_fit_transfers_back_to_blender() -> None:
     problem = fit_module.FitProblem(cloth_mesh, start, targets, fit=list(truth))
     result = fit_module.fit(problem, fit_module.FitSettings())
     assert result.rmse_m < 1e-3
+    assert result.outcome == "converged", result.outcome_reason
+    assert result.tolerance_m == min(1e-3, 1e-3 * result.motion_m)
 
     settings = ob.modifiers["Cloth"].settings
     for name, value in result.params.items():

@@ -71,7 +71,14 @@ def test_recovers_known_parameters_from_three_times_off(scene, truth, names, fra
         assert result.initial_params[name] == pytest.approx(3 * truth[name])
     assert result.rmse_m < 1e-4
     assert result.iterations <= 30
-    assert result.stop_reason == "converged_loss"  # reached the 1 micrometre tolerance
+    # matched within min(1 mm, 1 % of the motion); the optimizer stops at the 1 micrometre
+    # threshold or where the trust region collapses just above it (micrometre-scale chaos)
+    assert result.outcome == "converged", result.outcome_reason
+    assert result.stop_reason in ("converged_loss", "no_progress")
+    assert result.tolerance_m == pytest.approx(min(1e-3, 1e-3 * result.motion_m)) and result.motion_m > 0.05
+    assert result.rmse_relative == pytest.approx(result.rmse_m / result.motion_m)
+    assert "matched" in result.outcome_reason and result.undetermined == []
+    assert not result.search["global_phase"]  # an easy fit never needs the global phase
     assert seen[0] == 0 and len(seen) == result.iterations + 1
     assert result.n_forward > result.iterations
     assert all(math.isfinite(v) for v in result.loss_history)
@@ -116,9 +123,13 @@ def test_diverging_start_recovers_or_fails_clearly() -> None:
     problem = FitProblem(
         mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], fit=["bending_stiffness"]
     )
-    with pytest.raises(FitError, match="diverge"):
-        fit(problem, FitSettings(recover_from_divergence=False))
+    failed = fit(problem, FitSettings(recover_from_divergence=False))
+    assert failed.outcome == "failed" and "diverge" in failed.outcome_reason
+    assert failed.params == {"bending_stiffness": 10000.0}  # the start values, unchanged
+    assert math.isnan(failed.rmse_m) and failed.initial_rmse_m is None and failed.iterations == 0
+    assert failed.summary()["outcome"] == "failed"
     result = fit(problem, FitSettings())
+    assert result.outcome == "converged"
     assert result.initial_rmse_m is None
     assert any("diverged at the start values bending_stiffness=10000" in w for w in result.warnings)
     assert result.params["bending_stiffness"] == pytest.approx(2.0, rel=0.02)

@@ -24,7 +24,9 @@ import pytest
 import warp as wp
 
 from warp_core.fit import FitError, FitObjective, FitProblem, FitSettings, Target, fit
+from warp_core.fit.engine import parameter_spec
 from warp_core.fit.problem_io import load_problem, save_problem
+from warp_core.fit.report import format_table
 from warp_core.mesh import ClothMesh, grid_mesh
 from warp_core.models import Model, Parameter, Simulator, get_model, register_model, unregister_model
 
@@ -213,6 +215,18 @@ def test_lm_recovers_toy_parameters(toy: ToyModel) -> None:
     assert result.warnings == []
     assert [e["name"] for e in result.identifiability] == ["drag", "gravity_scale"]
     assert all(e["determined"] for e in result.identifiability)
+    # the outcome, judged against the size of the motion
+    motion = float(
+        np.sqrt(
+            np.mean(np.sum((truth_positions(grid_mesh(3, 3), FRAMES) - grid_mesh(3, 3).vertices) ** 2, -1))
+        )
+    )
+    assert result.motion_m == pytest.approx(motion, rel=1e-12)
+    assert result.tolerance_m == pytest.approx(min(1e-3, 1e-3 * motion))
+    assert result.outcome == "converged" and result.undetermined == [] and result.at_bounds == {}
+    summary = result.summary()
+    assert summary["outcome"] == "converged" and summary["tolerance_m"] == result.tolerance_m
+    assert summary["rmse_relative"] == pytest.approx(result.rmse_m / motion)
 
 
 def test_toy_tape_gradient_matches_finite_differences(toy: ToyModel) -> None:
@@ -260,6 +274,139 @@ def test_toy_problem_file_round_trip(toy: ToyModel, tmp_path: Path) -> None:
     assert loaded.model == TOY_NAME
     assert isinstance(loaded.params, ToySettings) and loaded.params == problem.params
     np.testing.assert_array_equal(loaded.targets[-1].positions, problem.targets[-1].positions)
+
+
+def toy_problem_with(truth: dict[str, float], start: dict[str, float], fit_names: list[str]) -> FitProblem:
+    """Targets from ``truth`` by the model itself, any subset fitted."""
+    mesh = grid_mesh(3, 3, 1.0, 1.0)
+    sim = ToySimulator(mesh, ToySettings(**truth), "cpu", 1)
+    x = sim.rollout(max(FRAMES), FRAMES).numpy()
+    targets = [Target(f, x[k]) for k, f in enumerate(FRAMES)]
+    return FitProblem(mesh, ToySettings(**start), targets, fit=fit_names, model=TOY_NAME)
+
+
+def test_parameter_floor_and_plausible_range_defaults(toy: ToyModel) -> None:
+    drag, gravity = toy.parameters
+    assert drag.fit_bounds() == (1e-3, 100.0)  # a positive lower limit is kept
+    assert gravity.fit_bounds() == (pytest.approx(1e-3), 10.0)  # 0 becomes 1e-3 of the default
+    assert drag.plausible_range() == (pytest.approx(0.1), pytest.approx(10.0))
+    floored = Parameter("k", "K", 5.0, (0.0, 50.0), floor=0.01, plausible=(0.5, 500.0))
+    assert floored.fit_bounds() == (0.01, 50.0)
+    assert floored.plausible_range() == (0.5, 50.0)  # cut to the bounds
+    spec = parameter_spec(toy_problem(drag=1.0, gravity_scale=1.0))
+    assert spec.bounds["gravity_scale"] == (pytest.approx(1e-3), 10.0)
+
+
+def test_no_simulation_leaves_the_bounds_from_a_start_on_them(toy: ToyModel, monkeypatch) -> None:
+    """Starting on the upper limit, tangents are one-sided: every simulated value stays inside."""
+    seen: list[dict[str, float]] = []
+    original = ToySimulator.set_params
+
+    def recording(self: ToySimulator, values: dict[str, float]) -> None:
+        seen.append(dict(values))
+        original(self, values)
+
+    monkeypatch.setattr(ToySimulator, "set_params", recording)
+    problem = toy_problem_with(
+        {"drag": 0.8, "gravity_scale": 1.3}, {"drag": 100.0, "gravity_scale": 10.0}, ["drag", "gravity_scale"]
+    )
+    result = fit(problem, FitSettings(optimizer="lm"))
+    assert result.outcome == "converged", result.outcome_reason
+    assert result.params["drag"] == pytest.approx(0.8, rel=1e-4)
+    assert len(seen) > 10
+    assert all(1e-3 <= v["drag"] <= 100.0 and 0.0 < v["gravity_scale"] <= 10.0 for v in seen)
+
+
+def test_truth_on_a_bound_is_found_and_named(toy: ToyModel) -> None:
+    problem = toy_problem_with(
+        {"drag": 0.8, "gravity_scale": 10.0}, {"drag": 0.8, "gravity_scale": 2.0}, ["gravity_scale"]
+    )
+    result = fit(problem, FitSettings(optimizer="lm"))
+    assert result.outcome == "converged", result.outcome_reason
+    assert result.params["gravity_scale"] == 10.0
+    assert result.at_bounds == {"gravity_scale": "upper"}
+    assert any(w.startswith("gravity_scale ended at its upper limit 10") for w in result.warnings)
+
+
+def test_fitting_too_few_parameters_is_a_misfit(toy: ToyModel) -> None:
+    """Gravity is wrong and not fitted: the best drag leaves the targets off. That is a
+    misfit, said in words, never a success; a looser tolerance (noisy targets) accepts it."""
+    problem = toy_problem_with(
+        {"drag": 0.8, "gravity_scale": 1.3}, {"drag": 2.0, "gravity_scale": 1.0}, ["drag"]
+    )
+    result = fit(problem, FitSettings(optimizer="lm"))
+    assert result.outcome == "misfit"
+    assert result.rmse_m > 100 * result.tolerance_m
+    assert "fit more parameters" in result.outcome_reason and "mm" in result.outcome_reason
+    assert result.search["global_phase"] and result.search["candidates"] == 3
+    assert math.isfinite(result.params["drag"])
+    assert any(
+        line.startswith("  outcome: misfit") for line in format_table({**result.summary(), "name": "toy"})
+    )
+    loose = fit(problem, FitSettings(optimizer="lm", tolerance_m=10.0))
+    assert loose.outcome == "converged" and loose.tolerance_m == 10.0
+    # cancelled during the global phase: not a finished search, so not a misfit
+    calls = {"n": 0}
+
+    def count() -> bool:
+        calls["n"] += 1
+        return False
+
+    fit(problem, FitSettings(optimizer="lm"), cancel=count)
+    total = calls["n"]
+    calls["n"] = 0
+
+    def late() -> bool:
+        calls["n"] += 1
+        return calls["n"] >= total - 1
+
+    cut = fit(problem, FitSettings(optimizer="lm"), cancel=late)
+    assert cut.cancelled and cut.outcome == "stalled" and cut.outcome_reason.startswith("cancelled at RMSE")
+    assert cut.search["global_phase"] and cut.params["drag"] == pytest.approx(result.params["drag"], rel=1e-6)
+
+
+class BrokenToy(ToyModel):
+    """Rollouts that raise an unexpected error, or produce NaN everywhere."""
+
+    def __init__(self, name: str, error: Exception | None) -> None:
+        self.name = name
+        self.error = error
+
+    def build(
+        self, geometry: ClothMesh, settings: ToySettings, device: str, precision: str, start_frame: int = 1
+    ):
+        sim = super().build(geometry, settings, device, precision, start_frame)
+        error = self.error
+
+        def rollout(frame_end: int, output_frames=None, goals=None, frozen=None) -> ToyRollout:
+            if error is not None:
+                raise error
+            out = ToySimulator.rollout(sim, frame_end, output_frames, goals, frozen)
+            out.positions.fill_(wp.vec3d(math.nan, 0.0, 0.0))
+            return out
+
+        sim.rollout = rollout
+        return sim
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom\nin the solver"), None])
+def test_only_fit_error_leaves_fit(error: Exception | None) -> None:
+    model = BrokenToy("toy_broken", error)
+    register_model(model)
+    try:
+        problem = toy_problem(drag=1.0, gravity_scale=1.0)
+        problem.model = "toy_broken"
+        if error is not None:
+            with pytest.raises(FitError, match="unexpected error: boom in the solver$"):
+                fit(problem)
+        else:
+            result = fit(problem)  # nothing simulates: a result that says so
+            assert result.outcome == "failed" and "diverged" in result.outcome_reason
+            assert result.params == {"drag": 1.0, "gravity_scale": 1.0} and math.isnan(result.rmse_m)
+        with pytest.raises(FitError, match="optimizer must be"):
+            fit(problem, FitSettings(optimizer="newton"))
+    finally:
+        unregister_model("toy_broken")
 
 
 def _imported_modules(path: Path, package: str) -> Iterator[str]:

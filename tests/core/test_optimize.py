@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from warp_core.fit.adam import adam
+from warp_core.fit.global_search import SearchOptions, design_points, search
 from warp_core.fit.identifiability import identifiability
 from warp_core.fit.lm import levenberg_marquardt
-from warp_core.fit.optimize import FitDivergedError, OptimizeSettings
+from warp_core.fit.optimize import STATIONARY_STOPS, FitDivergedError, OptimizeSettings
 from warp_core.fit.spec import ParameterSpec
+from warp_core.fit.subproblem import minimize_box_quadratic
 
 
 class ExpDecay:
@@ -332,3 +334,144 @@ def test_spec_validation() -> None:
         ParameterSpec(["a", "b"], {"a": 1.0}, bounds={"a": (1.0, 2.0), "b": (3.0, 4.0)}, ties={"b": "a"})
     spec = ParameterSpec(["a", "b"], {"a": 1.0, "b": 2.0}, bounds={"a": (0.0, 10.0)})
     assert spec.log_lower[0] == -np.inf and spec.log_upper[0] == pytest.approx(math.log(10.0))
+
+
+# ---------------------------------------------------------------- trust region and search
+
+
+def test_trust_region_bounds_every_log_step() -> None:
+    """From 1000x off, no step moves a log value by more than the trust radius: ln 4 at
+    first, at most ln 64 ever (plain Gauss-Newton would jump straight past the answer)."""
+    problem = ExpDecay()
+    spec = ParameterSpec(problem.names, {"amplitude": 2500.0, "rate": 0.7})
+    seen: list[dict[str, float]] = []
+    res = levenberg_marquardt(
+        problem, spec, OptimizeSettings(max_iterations=100), progress=lambda i, loss, v: seen.append(v)
+    )
+    assert res.values["amplitude"] == pytest.approx(2.5, rel=1e-6)
+    steps = [abs(math.log(b["amplitude"] / a["amplitude"])) for a, b in zip(seen, seen[1:], strict=False)]
+    assert steps[0] <= math.log(4.0) + 1e-12
+    assert max(steps) <= math.log(64.0) + 1e-12
+    assert len(steps) >= math.log(1000.0) / math.log(64.0)
+
+
+class Parabola:
+    """y = a x fitted to y = x^2 data: the best a leaves a residual (a misfit)."""
+
+    names = ["a"]
+
+    def __init__(self) -> None:
+        self.x = np.linspace(0.5, 2.0, 20)
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        return v["a"] * self.x - self.x**2
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        return self.x[:, None]
+
+
+def test_stationary_point_with_residual_is_reported_as_such() -> None:
+    problem = Parabola()
+    res = levenberg_marquardt(problem, ParameterSpec(["a"], {"a": 0.1}), OptimizeSettings(grad_tol=0.0))
+    best = float(np.sum(problem.x**3) / np.sum(problem.x**2))
+    assert res.values["a"] == pytest.approx(best, rel=1e-6)
+    assert res.stationary and res.stop_reason in STATIONARY_STOPS
+    assert res.best_loss > 0.1
+    assert res.state is not None and res.state.radius > 0.0
+
+
+def test_rejected_step_shrinks_the_region_and_retries() -> None:
+    """Beyond p = 4 the problem cannot be evaluated: steps into it are rejected, the region
+    shrinks, and the run creeps up to the barrier instead of giving up."""
+    problem = NanAbove()
+    res = levenberg_marquardt(problem, ParameterSpec(problem.names, {"p": 3.0, "q": 0.5}), OptimizeSettings())
+    assert 3.9 < res.values["p"] <= 4.0
+    assert res.n_residual_evals > res.iterations + 1  # some trials were rejected
+    assert res.stop_reason == "no_progress" and res.stationary  # collapsed at the barrier
+
+
+def test_steps_stop_at_bounds_and_weak_parameters_are_held() -> None:
+    problem = WithGhost()
+    spec = ParameterSpec(
+        problem.names, {"amplitude": 0.5, "rate": 0.7, "ghost": 3.0}, bounds={"amplitude": (0.1, 2.0)}
+    )
+    seen: list[dict[str, float]] = []
+    res = levenberg_marquardt(
+        problem, spec, OptimizeSettings(max_iterations=50), progress=lambda i, loss, v: seen.append(v)
+    )
+    assert all(v["amplitude"] <= 2.0 for v in seen)
+    assert res.values["amplitude"] == 2.0  # exactly on the bound, not past it by rounding
+    assert all(v["ghost"] == pytest.approx(3.0, rel=1e-15) for v in seen) and res.held == ["ghost"]
+
+
+def test_box_quadratic_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 5))
+        m = rng.normal(size=(n + 1, n)) * 10.0 ** rng.uniform(-2, 2, size=n)
+        a = m.T @ m + 1e-6 * np.eye(n)
+        g = rng.normal(size=n)
+        lower, upper = -rng.uniform(0.0, 1.0, n), rng.uniform(0.0, 1.0, n)
+        s = minimize_box_quadratic(a, g, lower, upper)
+        assert np.all(s >= lower) and np.all(s <= upper)
+
+        def f(x: np.ndarray, a: np.ndarray = a, g: np.ndarray = g) -> float:
+            return float(0.5 * x @ a @ x + g @ x)
+
+        # every vertex/face combination: fix each variable free, at lower or at upper
+        best = math.inf
+        for sides in np.ndindex(*(3,) * n):
+            free = np.array(sides) == 0
+            x = np.where(np.array(sides) == 1, lower, upper)
+            if free.any():
+                rhs = -(g[free] + a[np.ix_(free, ~free)] @ x[~free])
+                x[free] = np.linalg.solve(a[np.ix_(free, free)], rhs)
+            if np.all(x >= lower - 1e-12) and np.all(x <= upper + 1e-12):
+                best = min(best, f(x))
+        assert f(s) <= best + 1e-12 * (1.0 + abs(best))
+
+
+class TwoValleys:
+    """r = ((u - 1.5)(u + 2), 0.5 (u - 1.5)) with u = log(p): an exact fit at p = e^1.5, and
+    a local minimum with a residual near p = e^-1.93, where descent from a small start ends."""
+
+    names = ["p"]
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        u = math.log(v["p"])
+        return np.array([(u - 1.5) * (u + 2.0), 0.5 * (u - 1.5)])
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        u = math.log(v["p"])
+        return (np.array([2.0 * u + 0.5, 0.5]) / v["p"])[:, None]
+
+
+def test_global_phase_leaves_a_local_minimum_and_stops_once_matched() -> None:
+    problem = TwoValleys()
+    spec = ParameterSpec(["p"], {"p": math.exp(-2.5)}, bounds={"p": (1e-3, 1e3)})
+    settings = OptimizeSettings(max_iterations=60, grad_tol=0.0, abs_loss_tol=1e-20)
+    local = search(problem, spec, settings, SearchOptions(enabled=False, matched_loss=1e-12))
+    assert local.result.values["p"] < 1.0 and local.result.best_loss > 1e-3  # trapped
+    assert not local.global_phase and local.candidates == 0
+    options = SearchOptions(plausible={"p": (0.01, 100.0)}, per_parameter=3, refine=2, matched_loss=1e-12)
+    found = search(problem, spec, settings, options)
+    assert found.global_phase and found.candidates == 3
+    assert found.result.values["p"] == pytest.approx(math.exp(1.5), rel=1e-6)
+    assert found.refined == 1  # matched after the first refinement: no second one
+    assert found.iterations == len(found.losses) - 1
+
+
+def test_design_points_fill_the_plausible_box_and_repeat() -> None:
+    spec = ParameterSpec(
+        ["a", "b", "c"], {"a": 1.0, "b": 1.0, "c": 1.0}, ties={"c": "a"}, bounds={"b": (0.5, 4.0)}
+    )
+    plausible = {"a": (1.0, 1000.0), "b": (0.1, 10.0)}
+    points = design_points(spec, plausible, 3)
+    assert len(points) == 6 and all(p.shape == (2,) for p in points)
+    a = np.array([p[0] for p in points])
+    b = np.array([p[1] for p in points])
+    assert np.all((a > 0.0) & (a < math.log(1000.0)))
+    assert np.all((b >= math.log(0.5)) & (b <= math.log(4.0)))  # plausible cut to the bounds
+    assert len(np.unique(np.round(a, 9))) == 6  # one point per stratum of each parameter
+    again = design_points(spec, plausible, 3)
+    assert all(np.array_equal(p, q) for p, q in zip(points, again, strict=True))

@@ -7,6 +7,7 @@ the ``Model``/``Simulator`` protocols, so a new model needs no change here.
 
 from .engine import fit, problem_metadata
 from .objective import FitObjective
+from .outcome import OUTCOMES
 from .problem import FitError, FitProblem, FitSettings, Target
 from .result import FitResult
 
@@ -16,6 +17,7 @@ __all__ = [
     "FitProblem",
     "FitResult",
     "FitSettings",
+    "OUTCOMES",
     "Target",
     "fit",
     "problem_metadata",

@@ -12,11 +12,11 @@ from .optimize import (
     OptimizeResult,
     OptimizeSettings,
     ProgressCallback,
-    Run,
     eval_gradient,
     projected_gradient,
     start_point,
 )
+from .run import Run, Tracker
 from .spec import ParameterSpec
 
 __all__ = ["adam"]
@@ -44,21 +44,21 @@ def adam(
     are updated only with gradients of accepted points.
     """
     settings = settings or OptimizeSettings()
-    run = Run(spec, settings, progress, cancel)
-    counter = run.counter
+    tracker = Tracker(settings, progress, cancel)
+    run = Run(spec, tracker)
+    counter = tracker.counter
 
-    z, values, (loss, g), run.warnings = start_point(
+    z, values, (loss, g), warnings = start_point(
         spec, settings, lambda v: eval_gradient(problem, spec, v, counter)
     )
-    run.initial_values = dict(values)
-    run.history.append(loss)
-    run.report(values)
+    tracker.warnings += warnings
+    run.begin(values, loss, report=True)
 
     m = np.zeros_like(z)
     v = np.zeros_like(z)
     lr_scale = 1.0
     t = 0
-    for _ in range(settings.max_iterations):
+    while not tracker.out_of_iterations():
         if stop := run.interrupted():
             return run.result(stop, values, loss)
         g_proj, _active = projected_gradient(spec, z, g)
@@ -92,8 +92,7 @@ def adam(
         rel_change = (loss - loss_trial) / max(loss, 1e-300)
         m, v = m_new, v_new
         z, values, loss, g = z_trial, values_trial, loss_trial, g_trial
-        run.history.append(loss)
-        run.report(values)
+        run.accept(values, loss)
         if rel_change < settings.rel_loss_tol or loss <= settings.abs_loss_tol:
             return run.result("converged_loss", values, loss)
     return run.result("max_iterations", values, loss)

@@ -1,28 +1,32 @@
 """Fit a model's parameters to keyframe targets: ``fit()`` picks the optimizer, runs it
-on the objective and assembles the result.
+on the objective and assembles the result with its outcome.
 
 Levenberg–Marquardt (default up to 8 free parameters) takes the keyframe residuals and a
-Jacobian of forward tangents (see :mod:`.objective`); Adam (more parameters) takes the
-exact tape gradient. Parameters are optimized in log space within the model's bounds.
+Jacobian of forward tangents (see :mod:`.objective`), inside a trust region on the log
+step (:mod:`.lm`), started from the start values and, where that falls short, from a few
+space-filling points of the plausible ranges (:mod:`.global_search`). Adam (more
+parameters) takes the exact tape gradient. Parameters are optimized in log space within
+the model's hard limits, with a positive floor where a limit is 0 (``Parameter.floor``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-import numpy as np
-
+from ..errors import one_line
 from ..models import get_model
 from .adam import adam
-from .identifiability import identifiability
-from .lm import levenberg_marquardt
+from .global_search import SearchOptions, SearchResult, search
 from .objective import FitObjective
-from .optimize import FitDivergedError, OptimizeResult, OptimizeSettings
+from .optimize import FitDivergedError, OptimizeSettings
+from .outcome import fit_scales
 from .problem import FitError, FitProblem, FitSettings
 from .result import FitResult
+from .result_build import build_result, failed_result
 from .spec import ParameterSpec
 
 __all__ = ["LM_MAX_PARAMETERS", "fit", "parameter_spec", "problem_metadata"]
@@ -31,15 +35,21 @@ LM_MAX_PARAMETERS = 8
 
 
 def parameter_spec(problem: FitProblem) -> ParameterSpec:
-    """The fitted and tied parameters with their start values and bounds (the problem's
-    own bounds, else the model's)."""
-    model_bounds = {p.name: p.bounds for p in get_model(problem.model).parameters}
+    """The fitted and tied parameters with their start values and bounds: the problem's
+    own bounds, else the model's hard limits, the lower one raised to the parameter's floor
+    where it is 0 (the fit works on log values)."""
+    params = {p.name: p for p in get_model(problem.model).parameters}
     names = list(dict.fromkeys(list(problem.fit) + list(problem.ties)))
     initial = {n: float(getattr(problem.params, n)) for n in names}
     # followers start at their leader's value
     for follower, leader in problem.ties.items():
         initial[follower] = initial[leader]
-    bounds = {n: problem.bounds.get(n, model_bounds[n]) for n in names}
+    bounds = {}
+    for n in names:
+        lo, hi = problem.bounds.get(n, params[n].bounds)
+        if not lo > 0.0:
+            lo = min(params[n].fit_bounds()[0], 0.5 * hi)
+        bounds[n] = (float(lo), float(hi))
     return ParameterSpec(names=names, initial=initial, bounds=bounds, ties=dict(problem.ties))
 
 
@@ -49,19 +59,50 @@ def fit(
     progress: Callable[[int, float, dict[str, float]], None] | None = None,
     cancel: Any = None,
 ) -> FitResult:
-    """Fit ``problem.fit`` so the simulation matches the targets. Raises FitError with a
-    one-line reason when the fit cannot start; never returns NaN parameters."""
+    """Fit ``problem.fit`` so the simulation matches the targets.
+
+    Returns a result with one ``outcome`` (converged, misfit, stalled or failed) and its
+    reason; raises only FitError, with a one-line reason, when the fit cannot start (a
+    problem that is not valid). Never returns NaN parameters.
+    """
     settings = settings or FitSettings()
+    try:
+        return _fit(problem, settings, progress, cancel)
+    except FitError:
+        raise
+    except Exception as e:  # the contract: nothing but FitError leaves fit()
+        raise FitError(f"the fit stopped on an unexpected error: {one_line(e)}") from e
+
+
+def _fit(
+    problem: FitProblem,
+    settings: FitSettings,
+    progress: Callable[[int, float, dict[str, float]], None] | None,
+    cancel: Any,
+) -> FitResult:
     t0 = time.perf_counter()
     try:
         problem.validate()
         spec = parameter_spec(problem)
-        objective = FitObjective(problem, settings, spec.names)
+        objective = FitObjective(problem, settings, spec.names, spec=spec)
     except ValueError as e:
-        raise FitError(str(e)) from e
+        raise FitError(one_line(e)) from e
     optimizer = settings.optimizer
     if optimizer == "auto":
         optimizer = "lm" if spec.n_free <= LM_MAX_PARAMETERS else "adam"
+    if optimizer not in ("lm", "adam"):
+        raise FitError(f"optimizer must be 'lm', 'adam' or 'auto', got {settings.optimizer!r}")
+    if settings.tolerance_m is not None and not settings.tolerance_m > 0.0:
+        raise FitError(
+            f"tolerance_m must be > 0 metres (or None for the automatic rule), got {settings.tolerance_m}"
+        )
+    scales = fit_scales(
+        objective.motion(),
+        objective.coordinate_scale(),
+        settings.precision,
+        settings.tolerance_m,
+        settings.rmse_tolerance_m,
+    )
     # loss = 0.5 * (number of matched points) * RMSE^2 for the vertex loss, and
     # 0.5 * (number of target frames) * RMSE^2 for the surface loss (a mean per frame)
     points = (
@@ -70,56 +111,48 @@ def fit(
         else len(problem.targets)
     )
     opt_settings = OptimizeSettings(
-        abs_loss_tol=0.5 * points * settings.rmse_tolerance_m**2,
+        abs_loss_tol=0.5 * points * scales.stop_m**2,
         max_iterations=settings.max_iterations,
         rel_loss_tol=settings.rel_loss_tol,
+        grad_tol=0.0,  # scale-free: the trust region decides when nothing is left
         time_budget_s=settings.time_budget_s,
         adam_lr=settings.adam_lr,
         recover_from_divergence=settings.recover_from_divergence,
+        min_trust_radius=0.01 * objective.tangent_step,
+        hold_below=scales.hold_m,
+        residual_scale=objective.residual_scale(),
     )
-    run = levenberg_marquardt if optimizer == "lm" else adam
     try:
-        result: OptimizeResult = run(objective, spec, opt_settings, progress=progress, cancel=cancel)
+        if optimizer == "lm":
+            options = _search_options(problem, spec, settings, 0.5 * points * scales.tolerance_m**2)
+            found = search(objective, spec, opt_settings, options, progress=progress, cancel=cancel)
+        else:
+            result = adam(objective, spec, opt_settings, progress=progress, cancel=cancel)
+            found = SearchResult(result, list(result.loss_history), result.iterations)
     except FitDivergedError as e:
-        raise FitError(f"the simulation diverges at the start values and no nearby start worked: {e}") from e
+        return failed_result(problem, spec, objective, optimizer, scales, one_line(e), t0)
+    return build_result(problem, spec, objective, optimizer, scales, found, t0)
 
-    values = {k: float(v) for k, v in result.values.items()}
-    initial = spec.initial_values()
-    warnings = list(result.warnings)
-    jac = result.jacobian
-    if jac is None:
-        jac = spec.jacobian_to_free(objective.jacobian(values), values)
-    ident = identifiability(jac, result.free_names, values, objective.residual_scale())
-    for entry in ident:
-        warnings += entry["warnings"]
-    try:
-        initial_rmse = objective.rmse(initial)
-    except FloatingPointError:
-        initial_rmse = None
-    errors = objective.errors(values)
-    all_errors = np.concatenate(list(errors.values()))
-    full = problem.params.replace(**values)
-    return FitResult(
-        params=values,
-        initial_params=initial,
-        all_params=full,
-        loss_history=[float(v) for v in result.loss_history],
-        initial_loss=float(result.loss_history[0]),
-        final_loss=float(result.best_loss),
-        per_vertex_error=errors,
-        rmse_m=objective.rmse(values),
-        max_error_m=float(all_errors.max()),
-        initial_rmse_m=initial_rmse,
-        iterations=result.iterations,
-        n_forward=objective.n_forward,
-        n_backward=objective.n_backward,
-        seconds=time.perf_counter() - t0,
-        device=objective.sim.device,
-        optimizer=optimizer,
-        stop_reason=result.stop_reason,
-        cancelled=result.cancelled,
-        identifiability=ident,
-        warnings=warnings,
+
+def _search_options(
+    problem: FitProblem, spec: ParameterSpec, settings: FitSettings, matched_loss: float
+) -> SearchOptions:
+    params = {p.name: p for p in get_model(problem.model).parameters}
+    plausible = {}
+    for k, name in enumerate(spec.free_names):
+        lo, hi = params[name].plausible_range()
+        # within the fit's own bounds (a problem may narrow them)
+        lo = max(lo, math.exp(spec.log_lower[k]))
+        hi = min(hi, math.exp(spec.log_upper[k]))
+        if lo < hi:
+            plausible[name] = (lo, hi)
+    return SearchOptions(
+        enabled=settings.global_search,
+        per_parameter=settings.global_points_per_parameter,
+        refine=settings.global_refine,
+        plausible=plausible,
+        extra_starts=[dict(s) for s in settings.extra_starts],
+        matched_loss=matched_loss,
     )
 
 

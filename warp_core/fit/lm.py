@@ -1,4 +1,15 @@
-"""Levenberg–Marquardt over the free log values of a :class:`~.spec.ParameterSpec`."""
+"""Levenberg–Marquardt with a trust region on the log step, over the free log values of a
+:class:`~.spec.ParameterSpec`.
+
+The model is Gauss–Newton's ``0.5 * |r + J s|^2`` with the problem's Jacobian. Instead of
+Marquardt's damping, the step is bounded in a box: no free log value moves by more than the
+trust radius (start: ln 4, a factor of 4), nor past its bounds. The radius follows the ratio
+of the actual to the predicted loss reduction: it shrinks after a poor or rejected step and
+grows after a good one that used the whole region. A rejected step is retried in the
+smaller region; the run only gives up ("no_progress") once the region has collapsed below
+``min_trust_radius``, i.e. no step the linear model trusts lowers the loss: a stationary
+point to the resolution of the model.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +23,27 @@ from .optimize import (
     OptimizeResult,
     OptimizeSettings,
     ProgressCallback,
-    Run,
+    RunState,
+    eval_jacobian,
     eval_residuals,
     format_values,
     projected_gradient,
     start_point,
 )
+from .run import Run, Tracker
 from .spec import ParameterSpec
+from .subproblem import box_gauss_newton_step
 
-__all__ = ["levenberg_marquardt"]
+__all__ = ["levenberg_marquardt", "trust_region_run"]
 
-# Damping limits and per-iteration retry count.
-_LM_MAX_TRIALS = 12
-_LM_MAX_DAMPING = 1e16
-_LM_MIN_DAMPING = 1e-15
+# Ratio thresholds: below _POOR the region shrinks to a quarter of the step taken; above
+# _GOOD with the step on the region's edge it doubles.
+_POOR = 0.25
+_GOOD = 0.75
+# "slow": the loss has not halved over the last _SLOW_WINDOW accepted steps, after at
+# least _SLOW_AFTER of them
+_SLOW_AFTER = 6
+_SLOW_WINDOW = 3
 
 
 def levenberg_marquardt(
@@ -35,92 +53,115 @@ def levenberg_marquardt(
     progress: ProgressCallback | None = None,
     cancel: Any = None,
 ) -> OptimizeResult:
-    """Levenberg–Marquardt on ``0.5 * |r|^2`` over the free log values.
-
-    Damping is Marquardt-scaled (``J^T J + mu * diag(J^T J)``, the diagonal floored so a
-    parameter with no effect cannot make the system singular) and adapted with Nielsen's
-    rule on accepted steps. A step is accepted only if the loss decreases; otherwise the
-    damping grows and the step is retried (up to 12 times per iteration). Parameters
-    sitting on a bound whose gradient points outwards are held fixed for the iteration.
-    """
+    """Trust-region Levenberg–Marquardt on ``0.5 * |r|^2`` from the spec's start values
+    (see the module docstring). Parameters sitting on a bound whose gradient points
+    outwards stay there; parameters with no effect (``settings.hold_below``) are held."""
     settings = settings or OptimizeSettings()
-    run = Run(spec, settings, progress, cancel)
-    counter = run.counter
+    tracker = Tracker(settings, progress, cancel)
+    z, values, r, warnings = start_point(
+        spec, settings, lambda v: eval_residuals(problem, v, tracker.counter)
+    )
+    tracker.warnings += warnings
+    start = RunState(z, r, None, settings.trust_radius, values)
+    return trust_region_run(problem, spec, settings, tracker, start, report_start=True)
 
-    z, values, r, run.warnings = start_point(spec, settings, lambda v: eval_residuals(problem, v, counter))
-    run.initial_values = dict(values)
+
+def trust_region_run(
+    problem: LeastSquaresProblem,
+    spec: ParameterSpec,
+    settings: OptimizeSettings,
+    tracker: Tracker,
+    start: RunState,
+    report_start: bool = False,
+) -> OptimizeResult:
+    """One trust-region run from ``start`` (its Jacobian is computed if it has none), sharing
+    ``tracker``'s budgets; returns at the best point it reached."""
+    run = Run(spec, tracker)
+    counter = tracker.counter
+    z = np.array(start.z, dtype=np.float64)
+    r = start.r
+    values = dict(start.values) if start.values is not None else spec.from_free(z)
     loss = 0.5 * float(r @ r)
-    run.history.append(loss)
-    run.report(values)
+    run.begin(values, loss, report_start)
+    radius = float(start.radius)
+    jac = start.jacobian if start.jacobian is not None else eval_jacobian(problem, spec, values, counter)
+    if jac is None:
+        tracker.warnings.append(f"the sensitivities cannot be computed at {format_values(values)}")
+        return run.result("no_jacobian", values, loss)
 
-    def jacobian_at(v: dict[str, float]) -> np.ndarray:
-        counter.jacobians += 1
-        return spec.jacobian_to_free(problem.jacobian(v), v)
+    def stop(reason: str) -> OptimizeResult:
+        return run.result(reason, values, loss, jac, RunState(z, r, jac, radius, values))
 
-    jac = jacobian_at(values)
-    if not np.all(np.isfinite(jac)):
-        run.warnings.append(f"non-finite Jacobian at {format_values(values)}")
-        return run.result("no_progress", values, loss, jac)
-    mu = float(settings.lm_initial_damping)
-    nu = 2.0
+    while True:
+        if loss <= settings.abs_loss_tol:
+            return stop("converged_loss")
+        if reason := run.interrupted():
+            return stop(reason)
+        if tracker.out_of_iterations():
+            return stop("max_iterations")
+        g = jac.T @ r
+        held = weak_columns(jac, settings)
+        run.held = [spec.free_names[k] for k in np.flatnonzero(held)]
+        g_proj, active = projected_gradient(spec, z, g)
+        movable = ~held & ~active
+        if not movable.any() or float(np.max(np.abs(g_proj[movable]))) <= settings.grad_tol:
+            return stop("converged_gradient")
 
-    for _ in range(settings.max_iterations):
-        if stop := run.interrupted():
-            return run.result(stop, values, loss, jac)
-        g_full = jac.T @ r
-        g, active = projected_gradient(spec, z, g_full)
-        if float(np.linalg.norm(g)) < settings.grad_tol or loss == 0.0:
-            return run.result("converged_gradient", values, loss, jac)
-        free = ~active
-        jtj = jac.T @ jac
-        diag = np.diag(jtj).copy()
-        diag = np.maximum(diag, max(1e-12 * float(diag.max(initial=0.0)), 1e-300))
-        a_free = jtj[np.ix_(free, free)]
-        d_free = diag[free]
-        g_free = g[free]
-
-        accepted = False
-        for _trial in range(_LM_MAX_TRIALS):
-            if stop := run.interrupted():
-                return run.result(stop, values, loss, jac)
-            system = a_free + mu * np.diag(d_free)
-            try:
-                delta_free = np.linalg.solve(system, -g_free)
-            except np.linalg.LinAlgError:
-                delta_free = np.linalg.lstsq(system, -g_free, rcond=None)[0]
-            delta = np.zeros_like(z)
-            delta[free] = delta_free
-            z_trial = spec.clip(z + delta)
+        while True:
+            lower = np.minimum(np.maximum(-radius, spec.log_lower - z), 0.0)
+            upper = np.maximum(np.minimum(radius, spec.log_upper - z), 0.0)
+            lower[held] = upper[held] = 0.0
+            z_trial = spec.clip(z + box_gauss_newton_step(jac, r, lower, upper))
             step = z_trial - z
-            if not np.any(step != 0.0):
-                return run.result("no_progress", values, loss, jac)
+            size = float(np.max(np.abs(step), initial=0.0))
+            jac_step = jac @ step
+            predicted = -(float(g @ step) + 0.5 * float(jac_step @ jac_step))
+            if size == 0.0 or predicted <= 1e-14 * loss:
+                return stop("converged_gradient")  # the model sees nothing left to gain
             values_trial = spec.from_free(z_trial)
             r_trial = eval_residuals(problem, values_trial, counter)
             loss_trial = 0.5 * float(r_trial @ r_trial) if r_trial is not None else math.inf
+            jac_trial = None
             if loss_trial < loss:
-                predicted = -(float(g_full @ step) + 0.5 * float(step @ jtj @ step))
-                rho = (loss - loss_trial) / predicted if predicted > 0.0 else 0.0
-                mu = max(mu * max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), _LM_MIN_DAMPING)
-                nu = 2.0
-                accepted = True
+                jac_trial = eval_jacobian(problem, spec, values_trial, counter)
+                if jac_trial is None:
+                    tracker.warnings.append(
+                        f"the sensitivities cannot be computed at {format_values(values_trial)}; "
+                        "took a smaller step instead"
+                    )
+            if jac_trial is not None:
+                rho = (loss - loss_trial) / predicted
+                if rho < _POOR:
+                    radius = _POOR * size
+                elif rho > _GOOD and size >= 0.9 * radius:
+                    radius = min(2.0 * radius, settings.max_trust_radius)
                 break
-            mu *= nu
-            nu *= 2.0
-            if mu > _LM_MAX_DAMPING:
-                break
-        if not accepted:
-            return run.result("no_progress", values, loss, jac)
+            radius = _POOR * size
+            if radius < settings.min_trust_radius:
+                return stop("no_progress")
+            if reason := run.interrupted():
+                return stop(reason)
 
         rel_change = (loss - loss_trial) / max(loss, 1e-300)
-        z, r, values, loss = z_trial, r_trial, values_trial, loss_trial
-        run.history.append(loss)
-        # reported only once the new point's Jacobian is usable
-        new_jac = jacobian_at(values)
-        if not np.all(np.isfinite(new_jac)):
-            run.warnings.append(f"non-finite Jacobian at {format_values(values)}")
-            return run.result("no_progress", values, loss, jac)
-        jac = new_jac
-        run.report(values)
-        if rel_change < settings.rel_loss_tol or loss <= settings.abs_loss_tol:
-            return run.result("converged_loss", values, loss, jac)
-    return run.result("max_iterations", values, loss, jac)
+        z, r, values, loss, jac = z_trial, r_trial, values_trial, loss_trial, jac_trial
+        radius = max(radius, settings.min_trust_radius)
+        run.accept(values, loss)
+        if loss > settings.abs_loss_tol and rel_change < settings.rel_loss_tol:
+            return stop("converged_loss")
+        if settings.slow_exit and is_slow(run.history) and loss > settings.abs_loss_tol:
+            return stop("slow")
+
+
+def weak_columns(jac: np.ndarray, settings: OptimizeSettings) -> np.ndarray:
+    """Free parameters whose doubling changes no residual entry (in the target's units) by
+    more than ``settings.hold_below``: held where they are for the step."""
+    scale = np.broadcast_to(np.asarray(settings.residual_scale, dtype=np.float64), (jac.shape[0],))
+    effect = np.max(np.abs(jac) * scale[:, None], axis=0, initial=0.0) * math.log(2.0)
+    return effect <= settings.hold_below
+
+
+def is_slow(history: list[float]) -> bool:
+    """Has the loss failed to halve over the last few accepted steps of a run?"""
+    if len(history) <= _SLOW_AFTER:
+        return False
+    return history[-1] > 0.5 * history[-1 - _SLOW_WINDOW]

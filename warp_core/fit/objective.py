@@ -6,7 +6,11 @@ a solver's iteration counts) repeated from the base point. The step is deliberat
 tiny: a stiff sheet can be chaotic at the micrometre scale (explicit bending inside an
 implicit step, springs switching between tension and compression), where the exact local
 derivative says nothing about the next LM step; a 1 % step in log space measures the
-slope that matters. Adam takes the exact tape gradient.
+slope that matters. In float32 the rollouts carry rounding noise of about 1e-5 of the
+motion, so the step is 3 % there (the step that balances that noise against the
+curvature the central difference neglects). Next to a bound the difference is one-sided,
+towards the inside: no simulation runs outside the bounds. Adam takes the exact tape
+gradient.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from ..mesh import ClothMesh
 from ..models import get_model
 from .optimize import format_values
 from .problem import FitError, FitProblem, FitSettings
+from .spec import ParameterSpec
 
-__all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "FitObjective"]
+__all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "TANGENT_STEPS", "FitObjective"]
 
 # A solver may not produce NaN when it blows up: Blender's, from an unstable start (e.g.
 # stiff explicit bending), throws the cloth into a bounded, torn-apart state instead. An
@@ -31,8 +36,9 @@ __all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "FitObjective"]
 # vertex beyond DIVERGENCE_EXTENT mesh sizes, marks such a rollout as diverged.
 MAX_STRETCH = 10.0
 DIVERGENCE_EXTENT = 1000.0
-# forward-tangent step in log space (see the module docstring)
+# forward-tangent step in log space, by precision (see the module docstring)
 TANGENT_STEP = 1e-2
+TANGENT_STEPS = {"float64": TANGENT_STEP, "float32": 3e-2}
 
 
 class FitObjective:
@@ -40,14 +46,24 @@ class FitObjective:
 
     The simulator comes from the problem's model (``problem.model`` in the registry);
     ``names`` are the parameters the Jacobian and gradient are taken for (may be empty
-    when only errors are wanted).
+    when only errors are wanted). With a ``spec`` (the fit's parameters, ties and bounds),
+    :meth:`log_jacobian` gives one column per free parameter, and a point outside the
+    spec's bounds is refused (ValueError) instead of simulated.
     """
 
-    def __init__(self, problem: FitProblem, settings: FitSettings, names: list[str]) -> None:
+    def __init__(
+        self,
+        problem: FitProblem,
+        settings: FitSettings,
+        names: list[str],
+        spec: ParameterSpec | None = None,
+    ) -> None:
         problem.validate()
         self.problem = problem
         self.settings = settings
         self.names = names  # parameters the Jacobian and gradient are taken for
+        self.spec = spec
+        self.tangent_step = TANGENT_STEPS.get(settings.precision, TANGENT_STEP)
         self.model = get_model(problem.model)
         # position of each parameter in the simulator's ``params`` (and its gradient)
         self._param_index = {p.name: k for k, p in enumerate(self.model.parameters)}
@@ -96,6 +112,7 @@ class FitObjective:
         key = tuple(sorted(values.items()))
         if frozen is None and self._cache is not None and self._cache[0] == key:
             return self._cache[1], self._cache[2]
+        self._check_bounds(values)
         self.sim.set_params(values)
         rollout = self.sim.rollout(
             self.problem.frame_end,
@@ -105,11 +122,23 @@ class FitObjective:
         )
         self.n_forward += 1
         x = rollout.numpy()
-        if not np.isfinite(x).all() or np.abs(x).max() > self._limit or self.sim.max_stretch(x) > MAX_STRETCH:
-            raise FloatingPointError(f"the simulation diverged at {format_values(values)}")
+        self._check_diverged(x, values)
         if frozen is None:
             self._cache = (key, x, rollout.frozen)
         return x, rollout.frozen
+
+    def _check_bounds(self, values: dict[str, float]) -> None:
+        if self.spec is None:
+            return
+        for name, (lo, hi) in self.spec.bounds.items():
+            v = values.get(name)
+            if v is not None and not (max(lo, 0.0) <= v <= hi):
+                raise ValueError(f"{name} = {v:.6g} is outside the fit's bounds [{lo:g}, {hi:g}]")
+
+    def _check_diverged(self, x: np.ndarray, values: dict[str, float]) -> None:
+        """A rollout that is non-finite, flew off or was torn apart is a diverged one."""
+        if not np.isfinite(x).all() or np.abs(x).max() > self._limit or self.sim.max_stretch(x) > MAX_STRETCH:
+            raise FloatingPointError(f"the simulation diverged at {format_values(values)}")
 
     def residuals(self, values: dict[str, float]) -> np.ndarray:
         x, _ = self.positions(values)
@@ -127,21 +156,67 @@ class FitObjective:
             self._residuals_at(x)  # correspondences at the base point
         cols = []
         for name in self.names:
-            up, down = dict(values), dict(values)
-            up[name] = values[name] * math.exp(TANGENT_STEP)
-            down[name] = values[name] * math.exp(-TANGENT_STEP)
-            xp, _ = self.positions(up, frozen=frozen)
-            xm, _ = self.positions(down, frozen=frozen)
-            dx = (xp - xm) / (up[name] - down[name])
-            if self.kind == "vertex":
-                cols.append(self.sqrt_w * dx.ravel())
-            else:
-                cols.append(np.concatenate([s.residual_tangents(dx[k]) for k, s in enumerate(self.surfaces)]))
+            lo, hi = self.spec.bounds.get(name, (0.0, math.inf)) if self.spec else (0.0, math.inf)
+            bounds = (math.log(lo) if lo > 0.0 else -math.inf, math.log(hi))
+            cols.append(self._log_tangent(values, [name], bounds, x, frozen) / values[name])
         self.sim.set_params(values)
         return np.stack(cols, axis=1)
 
+    def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
+        """d residual / d log value of each free parameter of ``self.spec`` (its followers
+        moved with it), one-sided next to a bound."""
+        if self.spec is None:
+            raise ValueError("log_jacobian needs the objective's spec")
+        spec = self.spec
+        x, frozen = self.positions(values)
+        if self.kind == "surface":
+            self._residuals_at(x)
+        cols = []
+        for k in range(spec.n_free):
+            bounds = (float(spec.log_lower[k]), float(spec.log_upper[k]))
+            cols.append(self._log_tangent(values, spec.group(k), bounds, x, frozen))
+        self.sim.set_params(values)
+        return np.stack(cols, axis=1)
+
+    def _log_tangent(
+        self,
+        values: dict[str, float],
+        group: list[str],
+        bounds: tuple[float, float],
+        x: np.ndarray,
+        frozen: Any,
+    ) -> np.ndarray:
+        """d residual / d log value of ``group`` (names moved together), as a central
+        difference of frozen rollouts where both sides fit in ``bounds`` (log), else from
+        the base point ``x`` towards the side with room."""
+        h = self.tangent_step
+        z = math.log(values[group[0]])
+        lo, hi = bounds
+        up, down = min(z + h, hi), max(z - h, lo)
+        if up - z < 0.5 * h and z - down >= 0.5 * h:
+            up = z  # at or next to the upper bound: backward difference
+        elif z - down < 0.5 * h and up - z >= 0.5 * h:
+            down = z  # at or next to the lower bound: forward difference
+        if up <= down:
+            return np.zeros_like(self._residuals_at(x))  # no room at all: the parameter is fixed
+        xp = x if up == z else self.positions(self._moved(values, group, up), frozen=frozen)[0]
+        xm = x if down == z else self.positions(self._moved(values, group, down), frozen=frozen)[0]
+        dx = (xp - xm) / (up - down)
+        if self.kind == "vertex":
+            return self.sqrt_w * dx.ravel()
+        return np.concatenate([s.residual_tangents(dx[k]) for k, s in enumerate(self.surfaces)])
+
+    def _moved(self, values: dict[str, float], group: list[str], z: float) -> dict[str, float]:
+        out = dict(values)
+        v = math.exp(z)
+        for name in group:
+            lo, hi = self.spec.bounds.get(name, (0.0, math.inf)) if self.spec else (0.0, math.inf)
+            out[name] = min(max(v, lo), hi)
+        return out
+
     def gradient(self, values: dict[str, float]) -> tuple[float, dict[str, float]]:
         """Loss 0.5 |r|^2 and its exact gradient from the tape."""
+        self._check_bounds(values)
         self.sim.set_params(values)
         dtype = self.sim.dtype
         d = self.sim.device
@@ -162,6 +237,8 @@ class FitObjective:
         value = float(loss.numpy()[0])
         if not math.isfinite(value):
             raise FloatingPointError(f"the simulation diverged at {format_values(values)}")
+        # a torn-apart rollout can have a finite loss: the same check as for residuals
+        self._check_diverged(rollout.numpy(), values)
         tape.backward(loss)
         self.n_backward += 1
         grad = self.sim.params.grad.numpy().astype(float)
@@ -186,6 +263,20 @@ class FitObjective:
         if self.kind == "vertex":
             return float(np.sqrt(np.mean(np.sum((x - self.target_stack) ** 2, axis=-1))))
         return float(np.sqrt(np.mean([s.value(x[k]) for k, s in enumerate(self.surfaces)])))
+
+    def motion(self) -> float:
+        """RMS distance (metres) of the targets from the rest positions: the size of what
+        the fit has to reproduce (for surface targets, the symmetric surface distance)."""
+        rest = np.asarray(self.problem.mesh.vertices, dtype=np.float64)
+        if self.kind == "vertex":
+            return float(np.sqrt(np.mean(np.sum((self.target_stack - rest[None]) ** 2, axis=-1))))
+        return float(np.sqrt(np.mean([s.value(rest) for s in self.surfaces])))
+
+    def coordinate_scale(self) -> float:
+        """Largest coordinate magnitude of the rest mesh and the targets: what float rounding
+        of positions is relative to."""
+        arrays = [np.asarray(self.problem.mesh.vertices)] + [np.asarray(t.positions) for t in self.targets]
+        return float(max(np.abs(a).max(initial=0.0) for a in arrays))
 
     def residual_scale(self) -> np.ndarray | float:
         if self.kind == "vertex":

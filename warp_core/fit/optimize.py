@@ -13,7 +13,6 @@ never return non-finite parameters.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -71,14 +70,38 @@ class GradientProblem(Protocol):
 
 @dataclass
 class OptimizeSettings:
-    max_iterations: int = 30
+    max_iterations: int = 30  # accepted steps, over all runs of one fit
     rel_loss_tol: float = 1e-8  # stop when an accepted step changes the loss by less (relative)
     abs_loss_tol: float = 0.0  # stop once the loss is at or below this (already good enough)
     grad_tol: float = 1e-12  # stop when the log-space (projected) gradient norm is below
     time_budget_s: float | None = None
-    lm_initial_damping: float = 1e-3
     adam_lr: float = 0.05  # log-space step: 0.05 changes a value by about 5% per iteration
     recover_from_divergence: bool = True
+    # Trust region on the log step (largest change of any free log value): start, cap, and
+    # the radius below which it has collapsed (no step the model trusts improves the loss).
+    trust_radius: float = math.log(4.0)
+    max_trust_radius: float = math.log(64.0)
+    min_trust_radius: float = 1e-4
+    # A free parameter whose doubling changes no residual entry (times ``residual_scale``)
+    # by more than ``hold_below`` is held where it is for that step (0: only a column of
+    # exact zeros is held).
+    hold_below: float = 0.0
+    residual_scale: float | np.ndarray = 1.0
+    # Leave a run whose loss has not halved over its last 3 accepted steps (after at least 6),
+    # so a multi-start search can try other starts ("slow"; resumable from ``state``).
+    slow_exit: bool = False
+
+
+@dataclass
+class RunState:
+    """Where a trust-region run stopped, to resume it: free log values, residuals, log-space
+    Jacobian and trust radius."""
+
+    z: np.ndarray
+    r: np.ndarray
+    jacobian: np.ndarray | None
+    radius: float
+    values: dict[str, float] | None = None  # exactly the start values, where known
 
 
 @dataclass
@@ -90,7 +113,8 @@ class OptimizeResult:
     n_residual_evals: int
     n_jacobian_evals: int
     n_gradient_evals: int
-    # converged_loss, converged_gradient, max_iterations, time_budget, cancelled, no_progress
+    # converged_loss, converged_gradient, no_progress (trust region collapsed): it stopped at
+    # an optimum (``stationary``); max_iterations, time_budget, cancelled, slow: it did not
     stop_reason: str
     cancelled: bool
     seconds: float
@@ -98,32 +122,20 @@ class OptimizeResult:
     best_loss: float
     free_names: list[str] = field(default_factory=list)  # columns of ``jacobian``
     warnings: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # free parameters held at the last step
+    state: RunState | None = None
 
     @property
     def initial_loss(self) -> float:
         return self.loss_history[0]
 
-
-def cancel_check(cancel: Any) -> Callable[[], bool]:
-    if cancel is None:
-        return lambda: False
-    if hasattr(cancel, "is_set"):
-        return lambda: bool(cancel.is_set())
-    if callable(cancel):
-        return lambda: bool(cancel())
-    raise TypeError("cancel must be a callable returning bool or an object with is_set()")
+    @property
+    def stationary(self) -> bool:
+        return self.stop_reason in STATIONARY_STOPS
 
 
-class Clock:
-    def __init__(self, budget_s: float | None) -> None:
-        self.start = time.perf_counter()
-        self.budget_s = budget_s
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def over_budget(self) -> bool:
-        return self.budget_s is not None and self.elapsed() >= self.budget_s
+# Stop reasons of a run that ended at an optimum of its parameters (to its resolution).
+STATIONARY_STOPS = ("converged_loss", "converged_gradient", "no_progress")
 
 
 def format_values(values: dict[str, float]) -> str:
@@ -135,62 +147,6 @@ class Counter:
         self.residuals = 0
         self.jacobians = 0
         self.gradients = 0
-
-
-class Run:
-    """The bookkeeping of one optimizer run: clock, cancel, evaluation counts, accepted
-    losses and warnings; it reports progress and builds the result wherever the run stops."""
-
-    def __init__(
-        self,
-        spec: ParameterSpec,
-        settings: OptimizeSettings,
-        progress: ProgressCallback | None,
-        cancel: Any,
-    ) -> None:
-        self.spec = spec
-        self.clock = Clock(settings.time_budget_s)
-        self.cancelled = cancel_check(cancel)
-        self.counter = Counter()
-        self.progress = progress
-        self.initial_values: dict[str, float] = {}
-        self.history: list[float] = []
-        self.warnings: list[str] = []
-
-    def interrupted(self) -> str | None:
-        """The stop reason if the caller cancelled or the time budget is spent, else None."""
-        if self.cancelled():
-            return "cancelled"
-        if self.clock.over_budget():
-            return "time_budget"
-        return None
-
-    def report(self, values: dict[str, float]) -> None:
-        """Tell the caller about the last accepted point (iteration 0 is the start)."""
-        if self.progress is not None:
-            self.progress(len(self.history) - 1, self.history[-1], dict(values))
-
-    def result(
-        self, stop: str, values: dict[str, float], loss: float, jacobian: np.ndarray | None = None
-    ) -> OptimizeResult:
-        """The result of a run that stopped for ``stop`` at ``values`` (the best so far)."""
-        counter = self.counter
-        return OptimizeResult(
-            values=dict(values),
-            initial_values=self.initial_values,
-            loss_history=self.history,
-            iterations=len(self.history) - 1,
-            n_residual_evals=counter.residuals,
-            n_jacobian_evals=counter.jacobians,
-            n_gradient_evals=counter.gradients,
-            stop_reason=stop,
-            cancelled=stop == "cancelled",
-            seconds=self.clock.elapsed(),
-            jacobian=jacobian,
-            best_loss=loss,
-            free_names=list(self.spec.free_names),
-            warnings=self.warnings,
-        )
 
 
 def eval_residuals(
@@ -222,8 +178,9 @@ def eval_gradient(
             r = np.asarray(problem.residuals(values), dtype=np.float64).ravel()
             if not np.all(np.isfinite(r)):
                 return None
-            counter.jacobians += 1
-            j = spec.jacobian_to_free(problem.jacobian(values), values)
+            j = eval_jacobian(problem, spec, values, counter)
+            if j is None:
+                return None
             loss = 0.5 * float(r @ r)
             g = j.T @ r
     except EVALUATION_ERRORS:
@@ -233,18 +190,51 @@ def eval_gradient(
     return loss, g
 
 
+def eval_jacobian(
+    problem: Any, spec: ParameterSpec, values: dict[str, float], counter: Counter
+) -> np.ndarray | None:
+    """``dr/dlog p`` of the free parameters (M, n_free), or None if it cannot be computed.
+
+    A problem with a ``log_jacobian(values)`` method gives it directly (one column per free
+    parameter, followers moved with their leader); otherwise ``jacobian`` goes through the
+    chain rule.
+    """
+    counter.jacobians += 1
+    try:
+        if hasattr(problem, "log_jacobian"):
+            jac = np.asarray(problem.log_jacobian(values), dtype=np.float64)
+        else:
+            jac = spec.jacobian_to_free(problem.jacobian(values), values)
+    except EVALUATION_ERRORS:
+        return None
+    if jac.ndim != 2 or jac.shape[1] != spec.n_free or not np.all(np.isfinite(jac)):
+        return None
+    return jac
+
+
+def recovery_points(spec: ParameterSpec) -> list[np.ndarray]:
+    """Other start points for a start that diverges: the free log values a quarter, half,
+    then all the way to the bounds' geometric midpoint, then all free values of the start
+    times 0.5, 2, 0.1, 10, 0.01 and 0.001 (clipped to the bounds)."""
+    z0 = spec.initial_free()
+    mid = spec.geometric_midpoint(z0)
+    points = [spec.clip(z0 + s * (mid - z0)) for s in _RECOVERY_MIDPOINT_FRACTIONS]
+    points += [spec.clip(z0 + math.log(f)) for f in _RECOVERY_SCALE_FACTORS]
+    return points
+
+
 def start_point(
     spec: ParameterSpec,
     settings: OptimizeSettings,
     evaluate: Callable[[dict[str, float]], Any],
+    extra: list[np.ndarray] | None = None,
 ) -> tuple[np.ndarray, dict[str, float], Any, list[str]]:
     """Evaluate the start values; on failure optionally try a few other start points.
 
-    Recovery (``settings.recover_from_divergence``): move the free log values a quarter,
-    half, then all the way to the bounds' geometric midpoint (unbounded sides stay put),
-    then multiply all free values of the original start by 0.5, 2, 0.1, 10, 0.01 and
-    0.001 (clipped to bounds). The finite candidate with the lowest loss is used (a start
-    that merely does not blow up can still be far off) and a warning names both points.
+    Recovery (``settings.recover_from_divergence``) tries :func:`recovery_points`, then
+    ``extra`` (free log vectors, e.g. a global search's design). The finite candidate with
+    the lowest loss is used (a start that merely does not blow up can still be far off)
+    and a warning names both points.
     """
     z0 = spec.initial_free()
     values0 = spec.initial_values()
@@ -257,15 +247,9 @@ def start_point(
             f"the simulation diverged (non-finite loss) at the start values {start_text}; "
             "choose other start values or enable recovery"
         )
-    candidates = []
-    mid = spec.geometric_midpoint(z0)
-    for s in _RECOVERY_MIDPOINT_FRACTIONS:
-        candidates.append(spec.clip(z0 + s * (mid - z0)))
-    for f in _RECOVERY_SCALE_FACTORS:
-        candidates.append(spec.clip(z0 + math.log(f)))
-    tried = set()
+    tried = {tuple(np.round(z0, 12))}
     best = None
-    for z in candidates:
+    for z in recovery_points(spec) + list(extra or []):
         key = tuple(np.round(z, 12))
         if key in tried:
             continue
@@ -285,8 +269,8 @@ def start_point(
         return z, values, out, [warning]
     raise FitDivergedError(
         f"the simulation diverged (non-finite loss) at the start values {start_text} and at "
-        f"{len(tried)} other start points tried (towards the bounds' midpoint, "
-        "all values x0.5/x2/x0.1/x10/x0.01/x0.001)"
+        f"{len(tried) - 1} other start points tried (towards the bounds' midpoint, "
+        "all values x0.5/x2/x0.1/x10/x0.01/x0.001" + (", spread over the plausible ranges)" if extra else ")")
     )
 
 

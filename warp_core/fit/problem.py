@@ -105,12 +105,22 @@ class FitProblem:
 @dataclass
 class FitSettings:
     optimizer: str = "auto"  # "lm", "adam" or "auto"
-    max_iterations: int = 30
+    max_iterations: int = 30  # accepted steps, over all runs of the fit
     time_budget_s: float | None = None
     rel_loss_tol: float = 1e-10
-    # stop once the targets are matched this closely: below Blender's own float32 noise
+    # stop refining once the targets are matched this closely (below Blender's own float32
+    # noise); 1e-5 of the motion instead when that is smaller (a tiny cloth)
     rmse_tolerance_m: float = 1e-6
+    # what counts as matched, for the outcome: None = min(1 mm, 0.1 % of the motion), never
+    # below the precision's noise (see ``warp_core.fit.outcome``); set it for noisy targets
+    tolerance_m: float | None = None
     device: str = "cpu"
     precision: str = "float64"
     adam_lr: float = 0.05
     recover_from_divergence: bool = True
+    # the global phase (Levenberg–Marquardt only): start points per fitted parameter,
+    # how many of them are refined, and other start values to try (e.g. a preset's)
+    global_search: bool = True
+    global_points_per_parameter: int = 3
+    global_refine: int = 2
+    extra_starts: list[dict[str, float]] = field(default_factory=list)

@@ -24,7 +24,8 @@ def format_mm(metres: Any) -> str:
 
 
 def format_table(record: dict[str, Any]) -> list[str]:
-    """Before -> after table of one object's result (batch output and reports)."""
+    """Before -> after table of one object's result (batch output and reports), then its
+    outcome with the reason in words, then the warnings."""
     name = record.get("name", "?")
     if record.get("status") == "failed":
         return [f"{name}: fit failed: {record.get('error', '')}"]
@@ -46,6 +47,8 @@ def format_table(record: dict[str, Any]) -> list[str]:
     w1 = max(len(r[1]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     lines = [head] + [f"  {a:<{w0}}  {b:>{w1}}  ->  {c:>{w2}}" for a, b, c in rows]
+    if record.get("outcome"):
+        lines.append(f"  outcome: {record['outcome']}: {record.get('outcome_reason') or ''}".rstrip(": "))
     lines += [f"  warning: {w}" for w in record.get("warnings") or []]
     return lines
 

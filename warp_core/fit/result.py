@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,19 @@ class FitResult:
     cancelled: bool
     identifiability: list[dict[str, Any]]
     warnings: list[str]
+    # One honest outcome (see ``warp_core.fit.outcome``): "converged" (targets matched
+    # within ``tolerance_m``), "misfit" (an optimum of the fitted parameters that leaves
+    # them off), "stalled" (stopped by a budget or cancel first) or "failed" (nothing
+    # could be simulated; the values are the start values).
+    outcome: str = "converged"
+    outcome_reason: str = ""  # one sentence
+    motion_m: float = 0.0  # RMS distance of the targets from the rest positions
+    rmse_relative: float | None = None  # rmse_m / motion_m (None when the motion is 0)
+    tolerance_m: float = 0.0  # the RMSE that counted as matched
+    undetermined: list[str] = field(default_factory=list)  # parameters the targets do not determine
+    at_bounds: dict[str, str] = field(default_factory=dict)  # name -> "lower" / "upper"
+    # the global phase: whether it ran, start points simulated, and how many were refined
+    search: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -56,4 +69,12 @@ class FitResult:
             "loss_history": self.loss_history,
             "identifiability": self.identifiability,
             "warnings": self.warnings,
+            "outcome": self.outcome,
+            "outcome_reason": self.outcome_reason,
+            "motion_m": self.motion_m,
+            "rmse_relative": self.rmse_relative,
+            "tolerance_m": self.tolerance_m,
+            "undetermined": list(self.undetermined),
+            "at_bounds": dict(self.at_bounds),
+            "search": dict(self.search),
         }

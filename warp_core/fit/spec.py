@@ -60,11 +60,16 @@ class ParameterSpec:
         )
         lo = np.full(len(self.free_names), -np.inf)
         hi = np.full(len(self.free_names), np.inf)
+        # the same bounds as values, so exp(log(bound)) rounding never lands outside them
+        self.value_lower = np.zeros(len(self.free_names))
+        self.value_upper = np.full(len(self.free_names), np.inf)
         for name, (b_lo, b_hi) in self.bounds.items():
             k = self._column_leader[self.names.index(name)]
             if b_lo > 0.0:
                 lo[k] = max(lo[k], math.log(b_lo))
+                self.value_lower[k] = max(self.value_lower[k], b_lo)
             hi[k] = min(hi[k], math.log(b_hi))
+            self.value_upper[k] = min(self.value_upper[k], b_hi)
         if np.any(lo > hi):
             bad = [self.free_names[k] for k in np.nonzero(lo > hi)[0]]
             raise ValueError(f"tied parameters have disjoint bounds: {bad}")
@@ -95,20 +100,28 @@ class ParameterSpec:
         z = np.asarray(z, dtype=np.float64)
         if z.shape != (self.n_free,):
             raise ValueError(f"free vector must have shape ({self.n_free},), got {z.shape}")
-        return {n: float(math.exp(z[self._column_leader[i]])) for i, n in enumerate(self.names)}
+        free = [self.free_value(k, z[k]) for k in range(self.n_free)]
+        return {n: free[self._column_leader[i]] for i, n in enumerate(self.names)}
+
+    def free_value(self, k: int, z_k: float) -> float:
+        """The value of free parameter ``k`` at log value ``z_k``, kept within its bounds."""
+        return float(min(max(math.exp(z_k), self.value_lower[k]), self.value_upper[k]))
+
+    def group(self, k: int) -> list[str]:
+        """Free parameter ``k`` and its followers: the names that move together."""
+        return [n for i, n in enumerate(self.names) if self._column_leader[i] == k]
 
     def initial_free(self) -> np.ndarray:
         return self.to_free(self.initial)
 
     def initial_values(self) -> dict[str, float]:
-        """The start values clipped to the bounds, exact where no clipping happened (unlike
-        ``from_free(initial_free())``, which goes through exp(log(.)))."""
-        z = self.initial_free()
+        """The start values, moved onto the bounds where they lie outside them (exactly,
+        unlike ``from_free(initial_free())``, which goes through exp(log(.)))."""
         out = {}
         for i, n in enumerate(self.names):
             k = self._column_leader[i]
             v = float(self.initial[self.free_names[k]])
-            out[n] = v if math.log(v) == z[k] else float(math.exp(z[k]))
+            out[n] = float(min(max(v, self.value_lower[k]), self.value_upper[k]))
         return out
 
     def geometric_midpoint(self, z: np.ndarray) -> np.ndarray:

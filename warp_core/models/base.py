@@ -7,21 +7,60 @@ engine changes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+# Without a ``floor``, a parameter whose hard lower limit is 0 is fitted down to this
+# fraction of its default (three decades: far below any value a fit should end at, still
+# a finite log value for the optimizer).
+DEFAULT_FLOOR_FRACTION = 1e-3
+# Without a ``plausible`` range, the global search spreads its start points over this
+# factor either side of the default.
+DEFAULT_PLAUSIBLE_FACTOR = 10.0
+
 
 @dataclass(frozen=True)
 class Parameter:
-    """One continuous, fittable parameter of a model."""
+    """One continuous, fittable parameter of a model.
+
+    The fit works on ``log(value)``, so it needs a positive lower limit: ``floor`` is the
+    smallest value it tries where the hard lower limit is 0 (default: 1e-3 of ``default``).
+    ``plausible`` is the range where real materials usually lie, which the global search
+    samples (default: ``default`` / 10 to ``default`` * 10, within the bounds); it does not
+    limit the fit.
+    """
 
     name: str
     label: str
     default: float
     bounds: tuple[float, float]  # hard limits: no simulation runs outside them
+    floor: float | None = None
+    plausible: tuple[float, float] | None = None
+
+    def fit_bounds(self) -> tuple[float, float]:
+        """The bounds the fit keeps to: the hard limits, the lower one raised to the floor."""
+        lo, hi = float(self.bounds[0]), float(self.bounds[1])
+        if lo > 0.0:
+            return lo, hi
+        floor = self.floor if self.floor is not None else DEFAULT_FLOOR_FRACTION * float(self.default)
+        if not floor > 0.0:
+            floor = DEFAULT_FLOOR_FRACTION * hi
+        return min(floor, hi), hi
+
+    def plausible_range(self) -> tuple[float, float]:
+        """Where the global search looks, clipped to :meth:`fit_bounds`."""
+        lo, hi = self.fit_bounds()
+        if self.plausible is not None:
+            p_lo, p_hi = self.plausible
+        else:
+            base = float(self.default) if self.default > 0.0 else math.sqrt(lo * hi)
+            p_lo, p_hi = base / DEFAULT_PLAUSIBLE_FACTOR, base * DEFAULT_PLAUSIBLE_FACTOR
+        p_lo, p_hi = max(p_lo, lo), min(p_hi, hi)
+        return (p_lo, p_hi) if p_lo < p_hi else (lo, hi)
 
 
 @runtime_checkable

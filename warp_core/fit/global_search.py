@@ -1,0 +1,199 @@
+"""A global phase around the local trust-region method, kept cheap for easy fits.
+
+1. The local method runs from the start values first. Most fits end there: matched.
+2. Only when that run stops short of the targets (at an optimum that leaves them off, or
+   slowly: the loss not halving over three steps) does the global phase run: a small
+   space-filling set of start points in log space over each free parameter's plausible
+   range (a Latin hypercube of ``per_parameter`` points per parameter, the most spread of a
+   few fixed draws) plus any extra starts (e.g. a material preset), one simulation each.
+3. The best of them (at most ``refine``, none near a point already refined) are refined
+   by the local method, stopping as soon as the targets are matched. After an optimum
+   that leaves the targets off, any of them may lead to another valley; after a slow run,
+   only starts already better than where it got are worth its budget. A run left for
+   being slow is then resumed to the end of the budget.
+
+All runs share one iteration budget, clock and cancel flag (:class:`~.run.Tracker`), so
+the phase costs at most ``per_parameter * n`` extra simulations plus the iterations it
+takes from the same budget. A start that diverges is replaced by the best of the
+recovery points and the design (see :func:`~.optimize.start_point`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .lm import trust_region_run
+from .optimize import (
+    LeastSquaresProblem,
+    OptimizeResult,
+    OptimizeSettings,
+    ProgressCallback,
+    RunState,
+    eval_residuals,
+    start_point,
+)
+from .run import Tracker
+from .spec import ParameterSpec
+
+__all__ = ["SearchOptions", "SearchResult", "design_points", "search"]
+
+# Two start points closer than this in every log value (a factor of 1.6) lead to the
+# same optimum: only one is refined.
+_NEAR = 0.5
+_DESIGN_DRAWS = 16
+
+
+@dataclass
+class SearchOptions:
+    enabled: bool = True
+    per_parameter: int = 3
+    refine: int = 2
+    plausible: dict[str, tuple[float, float]] = field(default_factory=dict)  # by free name
+    extra_starts: list[dict[str, float]] = field(default_factory=list)
+    matched_loss: float = 0.0  # the loss at which the targets count as matched
+
+
+@dataclass
+class SearchResult:
+    result: OptimizeResult  # the best run
+    losses: list[float]  # every reported loss, as the progress callback saw them
+    iterations: int  # accepted steps over all runs
+    global_phase: bool = False
+    candidates: int = 0  # global start points simulated
+    refined: int = 0  # of them refined by the local method
+
+
+def design_points(
+    spec: ParameterSpec, plausible: dict[str, tuple[float, float]], per_parameter: int
+) -> list[np.ndarray]:
+    """A centred Latin hypercube in the log of each free parameter's plausible range (within
+    its bounds): ``per_parameter`` points per parameter, the draw with the largest
+    smallest distance between points among a few from a fixed seed (so fits repeat)."""
+    n = spec.n_free
+    m = max(2, per_parameter) * n
+    lo, hi = np.empty(n), np.empty(n)
+    for k, name in enumerate(spec.free_names):
+        p_lo, p_hi = plausible.get(name, (np.exp(spec.log_lower[k]), np.exp(spec.log_upper[k])))
+        lo[k] = max(np.log(p_lo), spec.log_lower[k])
+        hi[k] = min(np.log(p_hi), spec.log_upper[k])
+        if not (np.isfinite(lo[k]) and np.isfinite(hi[k]) and lo[k] < hi[k]):
+            z0 = spec.initial_free()[k]
+            lo[k], hi[k] = z0 - np.log(10.0), z0 + np.log(10.0)
+    rng = np.random.default_rng(0)
+    best, best_gap = None, -1.0
+    for _ in range(_DESIGN_DRAWS):
+        u = np.stack([(rng.permutation(m) + 0.5) / m for _ in range(n)], axis=1)
+        gap = _smallest_gap(u)
+        if gap > best_gap:
+            best, best_gap = u, gap
+    return [spec.clip(lo + row * (hi - lo)) for row in best]
+
+
+def _smallest_gap(u: np.ndarray) -> float:
+    d = np.abs(u[:, None, :] - u[None, :, :]).max(axis=-1)
+    d[np.diag_indices(len(u))] = np.inf
+    return float(d.min())
+
+
+def search(
+    problem: LeastSquaresProblem,
+    spec: ParameterSpec,
+    settings: OptimizeSettings,
+    options: SearchOptions,
+    progress: ProgressCallback | None = None,
+    cancel: Any = None,
+) -> SearchResult:
+    """The local method from the start, then the global phase where it falls short (see
+    the module docstring). Raises ``FitDivergedError`` when no start point simulates."""
+    tracker = Tracker(settings, progress, cancel)
+    design = design_points(spec, options.plausible, options.per_parameter) if options.enabled else []
+    design += [_start_vector(spec, start) for start in options.extra_starts]
+
+    def evaluate(values: dict[str, float]) -> np.ndarray | None:
+        return eval_residuals(problem, values, tracker.counter)
+
+    z, values, r, warnings = start_point(spec, settings, evaluate, extra=design)
+    tracker.warnings += warnings
+    local = replace(settings, slow_exit=options.enabled)
+    best = trust_region_run(
+        problem, spec, local, tracker, RunState(z, r, None, settings.trust_radius, values), report_start=True
+    )
+    out = SearchResult(best, tracker.losses, 0)
+    cut = None  # "cancelled" or "time_budget" when that cut the global phase short
+    if options.enabled and _short_of_target(best, options, tracker):
+        out.global_phase = True
+        refined = [z] + ([best.state.z] if best.state is not None else [])
+        for loss, z_c, r_c in _ranked(spec, design, refined, evaluate, tracker, out):
+            if cut := tracker.interrupted():
+                break
+            if out.refined >= options.refine or tracker.out_of_iterations():
+                break
+            if loss >= out.result.best_loss and not best.stationary:
+                break  # the local run was still improving: spend its budget on better starts only
+            if any(np.max(np.abs(z_c - p)) < _NEAR for p in refined):
+                continue
+            refined.append(z_c)
+            out.refined += 1
+            run = trust_region_run(
+                problem, spec, local, tracker, RunState(z_c, r_c, None, settings.trust_radius)
+            )
+            if run.stop_reason in ("cancelled", "time_budget"):
+                cut = run.stop_reason
+            if run.best_loss < out.result.best_loss:
+                out.result = run
+            if out.result.best_loss <= options.matched_loss:
+                break
+    if out.result.stop_reason == "slow" and out.result.state is not None:
+        out.result = trust_region_run(problem, spec, settings, tracker, out.result.state)
+    elif cut and out.result.best_loss > options.matched_loss:
+        # cancelled or out of time before the search was done: whatever the best run
+        # reached, the fit did not finish (a matched result stands as it is)
+        out.result = replace(out.result, stop_reason=cut, cancelled=cut == "cancelled")
+    out.iterations = tracker.steps
+    return out
+
+
+def _short_of_target(result: OptimizeResult, options: SearchOptions, tracker: Tracker) -> bool:
+    if result.best_loss <= options.matched_loss:
+        return False
+    if tracker.interrupted() or tracker.out_of_iterations():
+        return False
+    return result.stationary or result.stop_reason in ("slow", "no_jacobian")
+
+
+def _start_vector(spec: ParameterSpec, start: dict[str, float]) -> np.ndarray:
+    """Free log values of a start given as values (missing ones from the spec's start;
+    zero or negative ones at the lower bound)."""
+    z = spec.initial_free()
+    for k, name in enumerate(spec.free_names):
+        v = start.get(name)
+        if v is not None and np.isfinite(v):
+            z[k] = np.log(v) if v > 0.0 else spec.log_lower[k]
+    return spec.clip(z)
+
+
+def _ranked(
+    spec: ParameterSpec,
+    design: list[np.ndarray],
+    tried: list[np.ndarray],
+    evaluate: Any,
+    tracker: Tracker,
+    out: SearchResult,
+) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """The design points that simulate, best first (one simulation each; points next to
+    an already tried one are skipped)."""
+    ranked = []
+    for z_c in design:
+        if tracker.interrupted():
+            break
+        if any(np.max(np.abs(z_c - p)) < 1e-9 for p in tried):
+            continue
+        r_c = evaluate(spec.from_free(z_c))
+        out.candidates += 1
+        if r_c is not None:
+            ranked.append((0.5 * float(r_c @ r_c), z_c, r_c))
+    ranked.sort(key=lambda item: item[0])
+    return ranked

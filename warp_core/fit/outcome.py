@@ -1,0 +1,141 @@
+"""What a fit's result means: how closely it has to match the targets, and one honest
+outcome in words.
+
+Scales, all in metres and all derived from the targets themselves, so a 1 mm cloth and a
+10 m sail are judged alike:
+
+- motion: RMS distance of the targets from the rest positions (what there is to fit);
+- noise: what the precision's rounding leaves in a rollout, ``NOISE_ULPS`` epsilons of the
+  largest coordinate (float32 rollouts of 1 m sheets differ from float64 by 20-130 of
+  them after 30 frames; 1000 leaves room for longer and larger ones);
+- tolerance (what counts as matched): ``FitSettings.tolerance_m`` when given, else
+  ``min(1 mm, 0.1 % of the motion)``, never below the noise nor below the stop threshold.
+  With it a fit called converged is within 1 mm RMSE of its targets, and Blender replays
+  this model to 1e-6-2e-5 of the motion (1.5e-4 with animated pins), well inside that;
+- stop threshold (where the optimizer stops refining a match): ``FitSettings
+  .rmse_tolerance_m`` (1 micrometre), or 1e-5 of the motion when that is smaller, never
+  below ten epsilons of the largest coordinate;
+- hold threshold: a parameter whose doubling moves no target point by 1 % of the
+  tolerance is held where it is for a step (it cannot be resolved; left free it would
+  only wander); one whose doubling moves none by ``min(0.1 mm, 1 % of the motion)`` (or a
+  tenth of a larger tolerance given for noisy targets) is reported as not determined by
+  the targets.
+
+Outcomes: ``converged`` when the RMSE is within the tolerance; otherwise ``misfit`` when
+the optimizer stopped at an optimum of the fitted parameters (its trust region collapsed
+or the model saw nothing left to gain), ``stalled`` when a budget, the caller or a point
+it could not linearize stopped it first, and ``failed`` when no start point could be
+simulated at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .report import format_mm
+
+__all__ = ["FitScales", "classify", "fit_scales"]
+
+NOISE_ULPS = 1000.0
+STOP_ULPS = 10.0
+MATCH_M = 1e-3
+MATCH_FRACTION = 1e-3
+STOP_FRACTION = 1e-5
+HOLD_FRACTION = 0.01
+REPORT_M = 1e-4
+REPORT_FRACTION = 0.01
+EPSILON = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.finfo(np.float64).eps)}
+
+OUTCOMES = ("converged", "misfit", "stalled", "failed")
+
+
+@dataclass(frozen=True)
+class FitScales:
+    motion_m: float
+    noise_m: float
+    tolerance_m: float  # RMSE at or below which the targets count as matched
+    stop_m: float  # RMSE at which the optimizer stops refining
+    hold_m: float  # a doubling that moves no target point by this much: held for the step
+    report_m: float  # ... by this much: reported as not determined by the targets
+
+
+def fit_scales(
+    motion_m: float,
+    coordinate_scale: float,
+    precision: str,
+    tolerance_m: float | None,
+    rmse_tolerance_m: float,
+) -> FitScales:
+    """The scales of one fit (see the module docstring for the rules)."""
+    eps = EPSILON.get(precision, EPSILON["float32"])
+    size = max(coordinate_scale, motion_m)
+    noise = NOISE_ULPS * eps * size
+    stop = max(min(rmse_tolerance_m, STOP_FRACTION * motion_m), STOP_ULPS * eps * size)
+    if tolerance_m is None:
+        tolerance = max(min(MATCH_M, MATCH_FRACTION * motion_m), noise, stop)
+    else:
+        tolerance = float(tolerance_m)
+        stop = min(stop, tolerance)
+    return FitScales(
+        motion_m=float(motion_m),
+        noise_m=noise,
+        tolerance_m=tolerance,
+        stop_m=stop,
+        hold_m=HOLD_FRACTION * tolerance,
+        report_m=max(min(REPORT_M, REPORT_FRACTION * motion_m), 0.1 * tolerance),
+    )
+
+
+_STOP_WORDS = {
+    "max_iterations": "stopped by the iteration limit",
+    "slow": "stopped by the iteration limit",
+    "time_budget": "stopped by the time budget",
+    "cancelled": "cancelled",
+    # Adam's own stops: it cannot tell an optimum from a stall
+    "no_progress": "stopped when no step improved it",
+    "converged_loss": "stopped when its steps stopped improving it",
+}
+
+
+def classify(
+    rmse_m: float,
+    scales: FitScales,
+    stop_reason: str,
+    stationary: bool,
+    undetermined: list[str],
+) -> tuple[str, str]:
+    """``(outcome, reason)`` of a fit that produced values (see the module docstring)."""
+    off = f"RMSE {format_mm(rmse_m)}{_share(rmse_m, scales.motion_m)}"
+    tol = f"the tolerance {format_mm(scales.tolerance_m)}"
+    if math.isfinite(rmse_m) and rmse_m <= scales.tolerance_m:
+        reason = f"the targets are matched: {off}, within {tol}"
+        if undetermined:
+            reason += f"; the targets do not determine {', '.join(undetermined)} (its value is uncertain)"
+        return "converged", reason
+    if stationary:
+        return "misfit", (
+            f"the best values of the fitted parameters leave the targets off by {off}, over {tol}: "
+            "fit more parameters or check the scene settings (gravity, mass, quality, pins, collisions)"
+        )
+    if stop_reason == "no_jacobian":
+        return "stalled", (
+            f"stopped at {off}, over {tol}: the simulation's sensitivities could not be computed "
+            "there (try other start values)"
+        )
+    what = _STOP_WORDS.get(stop_reason, f"stopped ({stop_reason})")
+    return "stalled", (
+        f"{what} at {off}, over {tol}, before the fit settled: allow more iterations or time, or start closer"
+    )
+
+
+def failed_reason(error: str) -> str:
+    return f"no start point could be simulated: {error}"
+
+
+def _share(rmse_m: float, motion_m: float) -> str:
+    if not (motion_m > 0.0 and math.isfinite(rmse_m)):
+        return ""
+    return f" ({100.0 * rmse_m / motion_m:.3g} % of the motion {format_mm(motion_m)})"

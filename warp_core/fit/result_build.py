@@ -1,0 +1,216 @@
+"""Assembling a :class:`~.result.FitResult` from the optimizer's runs: errors, the
+identifiability report, parameters at their bounds, and the outcome."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..models import get_model
+from .global_search import SearchResult
+from .identifiability import identifiability
+from .objective import FitObjective
+from .optimize import Counter, eval_jacobian
+from .outcome import FitScales, classify, failed_reason
+from .problem import FitProblem
+from .report import format_mm
+from .result import FitResult
+from .spec import ParameterSpec
+
+__all__ = ["build_result", "failed_result"]
+
+# A value within this fraction of a bound (the trust region's resolution) counts as on it.
+_ON_BOUND = 1e-4
+# A fit that does not match is probed twice: all free values nudged by NUDGES (relative).
+# A smooth simulation moves about 1000 times more for the larger nudge; one that moves less
+# than SMOOTH_RATIO times more is rough (chaotic, or switching discrete choices) at the
+# scale of the nudges, and when that roughness reaches ROUGH_SHARE of the remaining error
+# the reason says so.
+NUDGES = (1e-6, 1e-3)
+SMOOTH_RATIO = 100.0
+ROUGH_SHARE = 0.01
+
+
+def build_result(
+    problem: FitProblem,
+    spec: ParameterSpec,
+    objective: FitObjective,
+    optimizer: str,
+    scales: FitScales,
+    found: SearchResult,
+    t0: float,
+) -> FitResult:
+    """The result of a fit that produced values."""
+    result = found.result
+    values = {k: float(v) for k, v in result.values.items()}
+    initial = spec.initial_values()
+    warnings = _start_warnings(problem, spec) + list(result.warnings)
+    jac = result.jacobian
+    if jac is None:
+        jac = eval_jacobian(objective, spec, values, Counter())
+    ident = []
+    if jac is not None:
+        scale = objective.residual_scale()
+        ident = identifiability(jac, spec.free_names, values, scale, threshold=scales.report_m)
+    for entry in ident:
+        warnings += entry["warnings"]
+    undetermined = [e["name"] for e in ident if not e["determined"]]
+    at_bounds, bound_warnings = _at_bounds(problem, spec, values)
+    warnings += bound_warnings
+    try:
+        initial_rmse = objective.rmse(initial)
+    except (FloatingPointError, ValueError):
+        initial_rmse = None
+    errors = objective.errors(values)
+    all_errors = np.concatenate(list(errors.values()))
+    rmse = objective.rmse(values)
+    # Adam cannot tell an optimum from a stall except by a zero gradient
+    stationary = result.stationary if optimizer == "lm" else result.stop_reason == "converged_gradient"
+    outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
+    if outcome != "converged":
+        rough = _roughness(objective, spec, values)
+        if rough is not None and rough >= ROUGH_SHARE * rmse:
+            note = (
+                f"the simulation is not smooth at this scale: a {NUDGES[0]:g} relative change of the "
+                f"parameters already moves it by up to {format_mm(rough)} RMS, so the fitted values "
+                "are uncertain and no values may match much closer"
+            )
+            reason += f"; {note}"
+            warnings.append(note)
+    return FitResult(
+        params=values,
+        initial_params=initial,
+        all_params=problem.params.replace(**values),
+        loss_history=[float(v) for v in found.losses],
+        initial_loss=float(found.losses[0]),
+        final_loss=float(result.best_loss),
+        per_vertex_error=errors,
+        rmse_m=rmse,
+        max_error_m=float(all_errors.max()),
+        initial_rmse_m=initial_rmse,
+        iterations=found.iterations,
+        n_forward=objective.n_forward,
+        n_backward=objective.n_backward,
+        seconds=time.perf_counter() - t0,
+        device=objective.sim.device,
+        optimizer=optimizer,
+        stop_reason=result.stop_reason,
+        cancelled=result.cancelled,
+        identifiability=ident,
+        warnings=warnings,
+        outcome=outcome,
+        outcome_reason=reason,
+        motion_m=scales.motion_m,
+        rmse_relative=rmse / scales.motion_m if scales.motion_m > 0.0 else None,
+        tolerance_m=scales.tolerance_m,
+        undetermined=undetermined,
+        at_bounds=at_bounds,
+        search=_search_summary(found),
+    )
+
+
+def failed_result(
+    problem: FitProblem,
+    spec: ParameterSpec,
+    objective: FitObjective,
+    optimizer: str,
+    scales: FitScales,
+    error: str,
+    t0: float,
+) -> FitResult:
+    """The result of a fit that could simulate no start point: the start values, no errors."""
+    initial = spec.initial_values()
+    nan = float("nan")
+    return FitResult(
+        params=dict(initial),
+        initial_params=initial,
+        all_params=problem.params.replace(**initial),
+        loss_history=[],
+        initial_loss=nan,
+        final_loss=nan,
+        per_vertex_error={},
+        rmse_m=nan,
+        max_error_m=nan,
+        initial_rmse_m=None,
+        iterations=0,
+        n_forward=objective.n_forward,
+        n_backward=objective.n_backward,
+        seconds=time.perf_counter() - t0,
+        device=objective.sim.device,
+        optimizer=optimizer,
+        stop_reason="diverged",
+        cancelled=False,
+        identifiability=[],
+        warnings=_start_warnings(problem, spec) + [error],
+        outcome="failed",
+        outcome_reason=failed_reason(error),
+        motion_m=scales.motion_m,
+        rmse_relative=None,
+        tolerance_m=scales.tolerance_m,
+    )
+
+
+def _roughness(objective: FitObjective, spec: ParameterSpec, values: dict[str, float]) -> float | None:
+    """The larger RMS change of the rollout (metres) under the two NUDGES if the simulation
+    is rough there, else None."""
+    z = spec.to_free(values)
+    changes = []
+    try:
+        x0, _ = objective.positions(values)
+        for nudge in NUDGES:
+            up = z + nudge <= spec.log_upper
+            moved = spec.from_free(spec.clip(np.where(up, z + nudge, z - nudge)))
+            x1, _ = objective.positions(moved)
+            changes.append(float(np.sqrt(np.mean(np.sum((x1 - x0) ** 2, axis=-1)))))
+    except (FloatingPointError, ValueError):
+        return None
+    if changes[1] >= SMOOTH_RATIO * changes[0]:
+        return None
+    return max(changes)
+
+
+def _search_summary(found: SearchResult) -> dict[str, object]:
+    return {"global_phase": found.global_phase, "candidates": found.candidates, "refined": found.refined}
+
+
+def _start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
+    """A start value outside the fit's bounds is moved onto the bound: say so."""
+    out = []
+    for k, name in enumerate(spec.free_names):
+        v = float(getattr(problem.params, name))
+        lo, hi = float(spec.value_lower[k]), float(spec.value_upper[k])
+        if v < lo or v > hi:
+            moved = lo if v < lo else hi
+            out.append(
+                f"the start value {name}={v:.6g} is outside the fit's range [{lo:.6g}, {hi:.6g}]; "
+                f"the fit started from {moved:.6g}"
+            )
+    return out
+
+
+def _at_bounds(
+    problem: FitProblem, spec: ParameterSpec, values: dict[str, float]
+) -> tuple[dict[str, str], list[str]]:
+    """Free parameters that ended on a bound, and a warning for each."""
+    hard = {p.name: p.bounds for p in get_model(problem.model).parameters}
+    at: dict[str, str] = {}
+    warnings = []
+    z = spec.to_free(values)
+    for k, name in enumerate(spec.free_names):
+        v = values[name]
+        if z[k] <= spec.log_lower[k] + _ON_BOUND:
+            at[name] = "lower"
+            floor = hard[name][0] <= 0.0 and name not in problem.bounds
+            what = (
+                f"the fit's floor {v:.6g} (the model allows down to 0)"
+                if floor
+                else f"its lower limit {v:.6g}"
+            )
+            warnings.append(f"{name} ended at {what}: the targets may want it lower than the fit allows")
+        elif z[k] >= spec.log_upper[k] - _ON_BOUND:
+            at[name] = "upper"
+            warnings.append(
+                f"{name} ended at its upper limit {v:.6g}: the targets may want it higher than allowed"
+            )
+    return at, warnings
