@@ -47,6 +47,7 @@ class FitRequest:
     tolerance_m: float | None = None  # RMSE that counts as matched; None: automatic
     device: str = "AUTO"  # "AUTO", "cpu", "cuda" or "cuda:N"
     start_values: dict[str, Any] = field(default_factory=dict)
+    allow_unmodeled: bool = False  # fit despite settings the model does not simulate
 
 
 @dataclass
@@ -58,6 +59,7 @@ class PreparedFit:
     settings: FitSettings
     modifier_values: dict[str, Any]  # the modifier's values at export time
     cache_range: tuple[int, int]
+    warnings: list[str] = field(default_factory=list)  # unsimulated settings the fit ran with
 
 
 def fitted_parameters(settings: Any, model: SceneModel) -> tuple[list[str], dict[str, str]]:
@@ -93,6 +95,7 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         tolerance_m=float(s.tolerance) if s.tolerance > 0 else None,
         device=s.device,
         start_values=parse_start_values(s.start_values_json, ob.name, model.settings_fields),
+        allow_unmodeled=bool(s.allow_unmodeled),
     )
     for key, value in overrides.items():
         if value is not None:

@@ -133,6 +133,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="vertex: same topology, vertex by vertex; surface: any target mesh; auto: vertex when "
         "every target has the cloth's vertex count (default: the object's setting, else vertex)",
     )
+    p.add_argument(
+        "--allow-unmodeled",
+        action="store_true",
+        help="fit even when a cloth uses settings the fit does not simulate (collisions, force fields, "
+        "pressure, ...); each becomes a warning in the report",
+    )
     p.add_argument("--preset", metavar="NAME", help="start values from a material preset")
     p.add_argument("--save", metavar="OUT.blend", help="save the fitted scene here")
     p.add_argument("--in-place", action="store_true", help="allow --save to overwrite the input file")

@@ -80,4 +80,6 @@ def request_for(
         request.loss = args.loss
     if start_values is not None:
         request.start_values = dict(start_values)
+    if args.allow_unmodeled:
+        request.allow_unmodeled = True
     return request

@@ -67,6 +67,11 @@ class SceneModel(Protocol):
         """(goals (F, N, 3), world matrices (F, 4, 4)) at ``frames``; ``on_frame(k, frame)``
         runs with the scene at each frame. The scene frame is restored afterwards."""
 
+    def unmodeled_settings(
+        self, scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.Modifier
+    ) -> list[str]:
+        """One phrase per setting in use that changes the motion but is not simulated."""
+
     def current_values(self, mod: bpy.types.Modifier, names: Sequence[str]) -> dict[str, Any]:
         """The modifier's values of ``names`` as plain numbers (for Revert)."""
 

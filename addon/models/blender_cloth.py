@@ -27,6 +27,7 @@ from ..scene.mesh_read import (
     world_positions,
 )
 from .base import TieOption
+from .blender_cloth_unmodeled import unmodeled_settings
 
 NAME = "blender_cloth"
 
@@ -243,6 +244,11 @@ class BlenderClothScene:
         on_frame: Callable[[int, float], None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         return sample_cloth_input(ob, depsgraph, scene, frames, on_frame)
+
+    def unmodeled_settings(
+        self, scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier
+    ) -> list[str]:
+        return unmodeled_settings(scene, ob, mod)
 
     def current_values(self, mod: bpy.types.ClothModifier, names: Sequence[str]) -> dict[str, Any]:
         return modifier_values(mod, names)

@@ -64,9 +64,29 @@ def check_request(
         raise FitInputError(f"unknown loss '{request.loss}': use vertex (same topology), surface or auto")
     if request.max_iterations < 1:
         raise FitInputError("max iterations must be at least 1")
+    unmodeled_warnings(scene, ob, mod, request)
     if check_device:
         resolve_device(request.device)
     return mod, start, end
+
+
+def unmodeled_warnings(
+    scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.Modifier, request: FitRequest
+) -> list[str]:
+    """The settings in use that change the motion but are not simulated: FitInputError naming
+    them, or with ``request.allow_unmodeled`` one warning each for the result record."""
+    found = scene_model(request.model).unmodeled_settings(scene, ob, mod)
+    if found and not request.allow_unmodeled:
+        it = "it" if len(found) == 1 else "them"
+        raise FitInputError(
+            f"'{ob.name}': {'; '.join(found)}; the fit does not simulate {it}: turn {it} off for the fit, "
+            "or pass --allow-unmodeled / tick Ignore Unsupported Settings to fit anyway (the result then "
+            "carries a warning)"
+        )
+    return [
+        f"'{ob.name}': {what}; the fit does not simulate it, so the fitted values may make up for it"
+        for what in found
+    ]
 
 
 def check_rest_shape(ob: bpy.types.Object, request: FitRequest) -> None:

@@ -15,7 +15,7 @@ from ..errors import FitInputError
 from ..models.registry import scene_model
 from ..request import FitRequest, PreparedFit, TargetSpec
 from ..warp_setup import resolve_device
-from .checks import check_request, check_rest_shape
+from .checks import check_request, check_rest_shape, unmodeled_warnings
 from .mesh_read import object_matrix, triangles, world_positions
 
 
@@ -93,7 +93,8 @@ def prepare_fit(
         time_budget_s=request.time_budget_s,
         tolerance_m=request.tolerance_m,
     )
-    return PreparedFit(request, problem, settings, modifier_values, (start, end))
+    warnings = unmodeled_warnings(scene, ob, mod, request)
+    return PreparedFit(request, problem, settings, modifier_values, (start, end), warnings)
 
 
 def resolve_loss(loss: str, target_positions: list[np.ndarray], vertex_count: int) -> str:

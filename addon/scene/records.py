@@ -19,11 +19,13 @@ REPORT_VERSION = 1
 def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
     """The object's report entry and its ``result_json``."""
     r = prepared.request
+    summary = result.summary()
     record = {
         "name": r.object_name,
         "object": r.object_name,
         "model": r.model,
-        **result.summary(),
+        **summary,
+        "warnings": list(prepared.warnings) + list(summary.get("warnings") or []),
         "status": "cancelled" if result.cancelled else "ok",
         "fit": list(r.fit),
         "ties": dict(r.ties),

@@ -114,6 +114,7 @@ class FIT_PT_main(bpy.types.Panel):
         col.prop(s, "time_budget")
         col.prop(s, "tolerance")
         col.prop(s, "device")
+        col.prop(s, "allow_unmodeled")
         if s.start_values_json:
             col.label(text="Start values: preset (not the modifier's)", icon="PRESET")
 

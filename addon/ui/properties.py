@@ -107,6 +107,12 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
         description="JSON {parameter: value} used instead of the modifier's values as fit start values",
         default="",
     )
+    allow_unmodeled: BoolProperty(
+        name="Ignore Unsupported Settings",
+        description="Fit even when the cloth uses settings the fit does not simulate (collisions, force "
+        "fields, pressure, ...); the result then carries a warning for each",
+        default=False,
+    )
     result_json: StringProperty(name="Result", description="Summary of the last fit (JSON)", default="")
     previous_values_json: StringProperty(
         name="Previous Values",

@@ -1,0 +1,138 @@
+"""Every property of Blender 5.0's ``ClothSettings``, ``ClothCollisionSettings`` and
+``EffectorWeights``, sorted into what the ``blender_cloth`` model simulates, what the input
+check refuses (:mod:`.blender_cloth_unmodeled`) and what cannot change the cloth's motion.
+
+A test walks the RNA properties and fails on any that is in none of the lists, so a setting
+a new Blender adds is decided on instead of being silently ignored by the fit.
+"""
+
+from __future__ import annotations
+
+# Read by the model: ClothParams fields, the pin group, and the gravity weight.
+SIMULATED: dict[str, tuple[str, ...]] = {
+    "ClothSettings": (
+        "tension_stiffness",
+        "compression_stiffness",
+        "shear_stiffness",
+        "bending_stiffness",
+        "tension_damping",
+        "compression_damping",
+        "shear_damping",
+        "bending_damping",
+        "air_damping",
+        "mass",
+        "pin_stiffness",
+        "goal_spring",  # the same DNA field as pin_stiffness
+        "goal_friction",
+        "quality",
+        "time_scale",
+        "bending_model",
+        "vertex_group_mass",
+        "effector_weights",  # its gravity weight; the other weights are checked below
+    ),
+    "ClothCollisionSettings": (),
+    "EffectorWeights": ("gravity",),
+}
+
+# Refused by the input check when they change the motion (each needs --allow-unmodeled).
+# Settings that only act through a refused switch are listed with that switch.
+REFUSED: dict[str, tuple[str, ...]] = {
+    "ClothSettings": (
+        "use_pressure",
+        "use_pressure_volume",
+        "uniform_pressure_force",
+        "target_volume",
+        "pressure_factor",
+        "fluid_density",
+        "vertex_group_pressure",
+        "use_internal_springs",
+        "internal_spring_normal_check",
+        "internal_spring_max_length",
+        "internal_spring_max_diversion",
+        "internal_tension_stiffness",
+        "internal_tension_stiffness_max",
+        "internal_compression_stiffness",
+        "internal_compression_stiffness_max",
+        "vertex_group_intern",
+        "use_sewing_springs",
+        "sewing_force_max",
+        "use_dynamic_mesh",
+        "shrink_min",
+        "shrink_max",
+        "vertex_group_shrink",
+        "vertex_group_structural_stiffness",
+        "tension_stiffness_max",
+        "compression_stiffness_max",
+        "vertex_group_shear_stiffness",
+        "shear_stiffness_max",
+        "vertex_group_bending",
+        "bending_stiffness_max",
+        "rest_shape_key",
+        "goal_default",
+    ),
+    "ClothCollisionSettings": (
+        "use_collision",
+        "distance_min",
+        "friction",
+        "damping",
+        "collision_quality",
+        "impulse_clamp",
+        "collection",
+        "vertex_group_object_collisions",
+        "use_self_collision",
+        "self_distance_min",
+        "self_friction",
+        "self_impulse_clamp",
+        "vertex_group_self_collisions",
+    ),
+    "EffectorWeights": (
+        "all",
+        "force",
+        "vortex",
+        "magnetic",
+        "wind",
+        "curve_guide",
+        "texture",
+        "harmonic",
+        "charge",
+        "lennardjones",
+        "boid",
+        "turbulence",
+        "drag",
+        "smokeflow",
+        "collection",
+    ),
+}
+
+# Cannot change a cloth's motion: property -> why, in a word.
+IRRELEVANT: dict[str, dict[str, str]] = {
+    "ClothSettings": {
+        "gravity": "unused",  # the solver reads the scene's gravity
+        "goal_min": "unused",  # the cloth solver ignores the goal range
+        "goal_max": "unused",
+        "internal_friction": "hair",
+        "collider_friction": "hair",
+        "density_target": "hair",
+        "density_strength": "hair",
+        "voxel_cell_size": "hair",
+    },
+    "ClothCollisionSettings": {},
+    "EffectorWeights": {"apply_to_hair_growing": "hair"},
+}
+
+# Field types of force fields -> their EffectorWeights property.
+FIELD_WEIGHTS: dict[str, str] = {
+    "BOID": "boid",
+    "CHARGE": "charge",
+    "GUIDE": "curve_guide",
+    "DRAG": "drag",
+    "FLUID_FLOW": "smokeflow",
+    "FORCE": "force",
+    "HARMONIC": "harmonic",
+    "LENNARDJ": "lennardjones",
+    "MAGNET": "magnetic",
+    "TEXTURE": "texture",
+    "TURBULENCE": "turbulence",
+    "VORTEX": "vortex",
+    "WIND": "wind",
+}
