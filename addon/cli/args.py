@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import bpy
 
@@ -65,26 +65,24 @@ def join_option_values(parser: argparse.ArgumentParser, argv: list[str]) -> list
     return out
 
 
-def positive_seconds(text: str) -> float:
-    """``--time-budget``: a finite number of seconds above 0 (nan and inf are not budgets)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0.0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of seconds above 0")
-    return value
+def positive_number(unit: str, scale: float = 1.0) -> Callable[[str], float]:
+    """An argparse type: a finite number of ``unit`` above 0 (nan and inf are not limits),
+    returned times ``scale``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number of {unit}") from None
+        if not math.isfinite(value) or value <= 0.0:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of {unit} above 0")
+        return value * scale
+
+    return parse
 
 
-def tolerance_mm(text: str) -> float:
-    """``--tolerance``: a finite length in millimetres above 0, returned in metres."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of millimetres") from None
-    if not math.isfinite(value) or value <= 0.0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of millimetres above 0")
-    return value * 1e-3
+positive_seconds = positive_number("seconds")  # --time-budget
+tolerance_mm = positive_number("millimetres", scale=1e-3)  # --tolerance, in metres
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from ...warp_core.fit import FitError
 from ...warp_core.fit.report import format_mm, format_value
 from ..errors import FitInputError
 from ..job import FitJob
-from ..request import request_from_object
+from ..request import PreparedFit, request_from_object
 from ..scene.checks import check_object
 from ..scene.prepare import prepare_fit, run_fit
 from ..scene.write_back import write_back
@@ -89,6 +89,20 @@ def _finish(op: bpy.types.Operator, context: bpy.types.Context, session: FitSess
     return {"FINISHED"}
 
 
+def _prepare(op: bpy.types.Operator, context: bpy.types.Context) -> PreparedFit | None:
+    """The active object's fit exported on the main thread; None (reported) when it cannot run."""
+    if active_session() is not None:
+        op.report({"ERROR"}, "A fit is already running: wait for it or cancel it")
+        return None
+    ob = context.active_object
+    try:
+        check_object(ob)
+        return prepare_fit(context.scene, ob, request_from_object(ob))
+    except FitInputError as e:
+        op.report({"ERROR"}, str(e))
+        return None
+
+
 class OBJECT_OT_fit_to_target(bpy.types.Operator):
     """Fit the active cloth's material settings so Blender's solver reaches the targets"""
 
@@ -98,16 +112,10 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         # Blocking path (scripts, background mode): same export and write-back as the modal one.
-        if active_session() is not None:
-            self.report({"ERROR"}, "A fit is already running: wait for it or cancel it")
+        prepared = _prepare(self, context)
+        if prepared is None:
             return {"CANCELLED"}
         ob = context.active_object
-        try:
-            check_object(ob)
-            prepared = prepare_fit(context.scene, ob, request_from_object(ob))
-        except FitInputError as e:
-            self.report({"ERROR"}, str(e))
-            return {"CANCELLED"}
         try:
             result = run_fit(prepared)
         except (FitError, ValueError) as e:
@@ -119,18 +127,11 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
 
     def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         # Export on the main thread, fit in a worker; the modal timer keeps the UI responsive.
-        if active_session() is not None:
-            self.report({"ERROR"}, "A fit is already running: wait for it or cancel it")
+        prepared = _prepare(self, context)
+        if prepared is None:
             return {"CANCELLED"}
-        ob = context.active_object
-        try:
-            check_object(ob)
-            prepared = prepare_fit(context.scene, ob, request_from_object(ob))
-            job = FitJob(prepared.problem, prepared.settings)
-            session = begin_session(prepared, job)
-        except FitInputError as e:
-            self.report({"ERROR"}, str(e))
-            return {"CANCELLED"}
+        job = FitJob(prepared.problem, prepared.settings)
+        session = begin_session(prepared, job)
         job.start()
         wm = context.window_manager
         wm.progress_begin(0, session.max_iterations)

@@ -8,6 +8,7 @@ positions get exact gradients for every parameter, the initial positions and vel
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,14 +123,19 @@ class ClothSimulator:
         current = settings.values()
         self.params.assign(np.array([current[k] for k in PARAMETER_NAMES], dtype=self._np_float))
 
-    def max_stretch(self, positions: np.ndarray) -> float:
-        """Largest structural spring length over its rest length in ``positions`` (frames, N, 3)."""
+    @functools.cached_property
+    def _structural_rest(self) -> tuple[np.ndarray, np.ndarray]:
+        """Structural springs and their rest lengths: fixed for the mesh, read once."""
         top = self.topology
         edges = top.spring_vertices[top.spring_kind == 0]
+        v0 = self.mesh.vertices
+        return edges, np.linalg.norm(v0[edges[:, 1]] - v0[edges[:, 0]], axis=1)
+
+    def max_stretch(self, positions: np.ndarray) -> float:
+        """Largest structural spring length over its rest length in ``positions`` (frames, N, 3)."""
+        edges, rest = self._structural_rest
         if not len(edges):
             return 1.0
-        v0 = self.mesh.vertices
-        rest = np.linalg.norm(v0[edges[:, 1]] - v0[edges[:, 0]], axis=1)
         lengths = np.linalg.norm(positions[:, edges[:, 1]] - positions[:, edges[:, 0]], axis=2)
         return float((lengths / rest).max())
 
