@@ -108,14 +108,6 @@ def check_cloth_mesh(mesh: ClothMesh) -> None:
     ValueError naming it (no faces, a single vertex, loose vertices, zero-area or duplicate
     faces, edges of three or more faces)."""
     validate_mesh(mesh)
-    first: dict[tuple[int, ...], int] = {}
-    for p, corners in enumerate(mesh.polygons()):
-        key = tuple(sorted(int(v) for v in corners))
-        if key in first:
-            raise ValueError(
-                f"faces {first[key]} and {p} use the same vertices (duplicate faces); delete one of them"
-            )
-        first[key] = p
 
 
 def sample_pin_goals(

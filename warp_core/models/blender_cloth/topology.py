@@ -108,6 +108,15 @@ def validate_mesh(mesh: ClothMesh) -> None:
     if nonmanifold:
         raise ValueError(f"edges shared by three or more faces (non-manifold): {nonmanifold[:5]}; split them")
 
+    first: dict[tuple[int, ...], int] = {}
+    for p, corners in enumerate(mesh.polygons()):
+        key = tuple(sorted(int(v) for v in corners))
+        if key in first:
+            raise ValueError(
+                f"faces {first[key]} and {p} use the same vertices (duplicate faces); delete one of them"
+            )
+        first[key] = p
+
 
 def build_topology(mesh: ClothMesh, bending_model: str = "ANGULAR") -> Topology:
     """Springs and hinges as Blender's ``cloth_build_springs`` makes them."""
