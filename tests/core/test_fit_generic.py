@@ -338,7 +338,10 @@ def test_fitting_too_few_parameters_is_a_misfit(toy: ToyModel) -> None:
     assert result.outcome == "misfit"
     assert result.rmse_m > 100 * result.tolerance_m
     assert "fit more parameters" in result.outcome_reason and "mm" in result.outcome_reason
-    assert result.search["global_phase"] and result.search["candidates"] == 3
+    assert (
+        result.search["global_phase"]
+        and result.search["candidates"] == FitSettings().global_points_per_parameter
+    )
     assert math.isfinite(result.params["drag"])
     assert any(
         line.startswith("  outcome: misfit") for line in format_table({**result.summary(), "name": "toy"})

@@ -10,7 +10,8 @@
    by the local method, stopping as soon as the targets are matched. After an optimum
    that leaves the targets off, any of them may lead to another valley; after a slow run,
    only starts already better than where it got are worth its budget. A run left for
-   being slow is then resumed to the end of the budget.
+   being slow is then resumed to the end of the budget; if it ends at an optimum that
+   leaves the targets off, the starts passed over get their turn as in the first case.
 
 All runs share one iteration budget, clock and cancel flag (:class:`~.run.Tracker`), so
 the phase costs at most ``per_parameter * n`` extra simulations plus the iterations it
@@ -49,8 +50,8 @@ _DESIGN_DRAWS = 16
 @dataclass
 class SearchOptions:
     enabled: bool = True
-    per_parameter: int = 3
-    refine: int = 2
+    per_parameter: int = 8
+    refine: int = 3
     plausible: dict[str, tuple[float, float]] = field(default_factory=dict)  # by free name
     extra_starts: list[dict[str, float]] = field(default_factory=list)
     matched_loss: float = 0.0  # the loss at which the targets count as matched
@@ -122,38 +123,69 @@ def search(
         problem, spec, local, tracker, RunState(z, r, None, settings.trust_radius, values), report_start=True
     )
     out = SearchResult(best, tracker.losses, 0)
-    cut = None  # "cancelled" or "time_budget" when that cut the global phase short
+    run_state = _Refining(problem, spec, local, tracker, options, out, refined=[z])
+    ranked: list[tuple[float, np.ndarray, np.ndarray]] | None = None
     if options.enabled and _short_of_target(best, options, tracker):
         out.global_phase = True
-        refined = [z] + ([best.state.z] if best.state is not None else [])
-        for loss, z_c, r_c in _ranked(spec, design, refined, evaluate, tracker, out):
-            if cut := tracker.interrupted():
-                break
-            if out.refined >= options.refine or tracker.out_of_iterations():
-                break
-            if loss >= out.result.best_loss and not best.stationary:
-                break  # the local run was still improving: spend its budget on better starts only
-            if any(np.max(np.abs(z_c - p)) < _NEAR for p in refined):
-                continue
-            refined.append(z_c)
-            out.refined += 1
-            run = trust_region_run(
-                problem, spec, local, tracker, RunState(z_c, r_c, None, settings.trust_radius)
-            )
-            if run.stop_reason in ("cancelled", "time_budget"):
-                cut = run.stop_reason
-            if run.best_loss < out.result.best_loss:
-                out.result = run
-            if out.result.best_loss <= options.matched_loss:
-                break
-    if out.result.stop_reason == "slow" and out.result.state is not None:
+        if best.state is not None:
+            run_state.refined.append(best.state.z)
+        ranked = _ranked(spec, design, run_state.refined, evaluate, tracker, out)
+        # after a slow run only starts already better than where it got are worth its budget
+        run_state.refine(ranked, only_better=not best.stationary)
+    while out.result.stop_reason == "slow" and out.result.state is not None:
         out.result = trust_region_run(problem, spec, settings, tracker, out.result.state)
-    elif cut and out.result.best_loss > options.matched_loss:
+        if ranked is not None and _short_of_target(out.result, options, tracker) and out.result.stationary:
+            # the slow run, resumed, ended at an optimum that leaves the targets off: the
+            # design starts passed over so far may lead to another valley
+            run_state.refine(ranked, only_better=False)
+    if run_state.cut and out.result.best_loss > options.matched_loss:
         # cancelled or out of time before the search was done: whatever the best run
         # reached, the fit did not finish (a matched result stands as it is)
-        out.result = replace(out.result, stop_reason=cut, cancelled=cut == "cancelled")
+        out.result = replace(out.result, stop_reason=run_state.cut, cancelled=run_state.cut == "cancelled")
     out.iterations = tracker.steps
     return out
+
+
+@dataclass
+class _Refining:
+    """The local refinement of ranked design starts, shared by both rounds of a search."""
+
+    problem: LeastSquaresProblem
+    spec: ParameterSpec
+    settings: OptimizeSettings
+    tracker: Tracker
+    options: SearchOptions
+    out: SearchResult
+    refined: list[np.ndarray]
+    cut: str | None = None  # "cancelled" or "time_budget" when that cut the phase short
+
+    def refine(self, ranked: list[tuple[float, np.ndarray, np.ndarray]], only_better: bool) -> None:
+        out, tracker = self.out, self.tracker
+        for loss, z_c, r_c in ranked:
+            if self.cut or (cut := tracker.interrupted()):
+                self.cut = self.cut or cut
+                return
+            if out.refined >= self.options.refine or tracker.out_of_iterations():
+                return
+            if out.result.best_loss <= self.options.matched_loss:
+                return
+            if only_better and loss >= out.result.best_loss:
+                return
+            if any(np.max(np.abs(z_c - p)) < _NEAR for p in self.refined):
+                continue
+            self.refined.append(z_c)
+            out.refined += 1
+            run = trust_region_run(
+                self.problem,
+                self.spec,
+                self.settings,
+                tracker,
+                RunState(z_c, r_c, None, self.settings.trust_radius),
+            )
+            if run.stop_reason in ("cancelled", "time_budget"):
+                self.cut = run.stop_reason
+            if run.best_loss < out.result.best_loss:
+                out.result = run
 
 
 def _short_of_target(result: OptimizeResult, options: SearchOptions, tracker: Tracker) -> bool:
