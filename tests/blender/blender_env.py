@@ -1,8 +1,8 @@
 """An isolated Blender user profile and the add-on package, for tests that run real bpy.
 
 Environment variables are set at import time, before ``bpy`` is imported anywhere, so no test
-ever reads or writes a real Blender configuration or extension repository. Import this module
-before ``bpy``.
+ever reads or writes a real Blender configuration, extension repository or cache folder. Import
+this module before ``bpy``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ for _var, _sub in (
     ("BLENDER_USER_CONFIG", "resources/config"),
     ("BLENDER_USER_SCRIPTS", "resources/scripts"),
     ("BLENDER_USER_EXTENSIONS", "resources/extensions"),
+    # Blender makes its thumbnail folders under the XDG cache as it starts; the Warp kernel
+    # cache was placed by the top-level conftest before this runs, so it is not affected
+    ("XDG_CACHE_HOME", "cache"),
 ):
     os.environ[_var] = str(SESSION_TMP / _sub)
     (SESSION_TMP / _sub).mkdir(parents=True, exist_ok=True)

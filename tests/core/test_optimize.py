@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import threading
-import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from warp_core.fit import run as fit_run
 from warp_core.fit.adam import adam
 from warp_core.fit.global_search import SearchOptions, design_points, search
 from warp_core.fit.identifiability import identifiability
@@ -271,19 +272,27 @@ def test_cancel_after_two_iterations_returns_best_so_far() -> None:
     assert res2.cancelled and res2.best_loss <= res2.loss_history[0]
 
 
-def test_time_budget_stops() -> None:
+def test_time_budget_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fit's clock advances one second per residual evaluation and not otherwise: where
+    # the budget stops it depends on the work done, never on how busy the machine is
+    clock = {"now": 0.0}
+
     class Slow(ExpDecay):
         def residuals(self, v: dict[str, float]) -> np.ndarray:
-            time.sleep(0.02)
+            clock["now"] += 1.0
             return super().residuals(v)
 
-    problem = Slow()
-    spec = ParameterSpec(problem.names, {"amplitude": 25.0, "rate": 0.01})
-    t0 = time.perf_counter()
-    res = levenberg_marquardt(problem, spec, OptimizeSettings(max_iterations=1000, time_budget_s=0.1))
+    monkeypatch.setattr(fit_run, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    spec = ParameterSpec(ExpDecay.names, {"amplitude": 25.0, "rate": 0.01})
+    unlimited = levenberg_marquardt(Slow(), spec, OptimizeSettings(max_iterations=1000))
+    assert unlimited.stop_reason != "time_budget" and unlimited.n_residual_evals > 4
+    res = levenberg_marquardt(Slow(), spec, OptimizeSettings(max_iterations=1000, time_budget_s=4.0))
     assert res.stop_reason == "time_budget"
-    assert time.perf_counter() - t0 < 0.5
+    # the budget is checked before every step (one evaluation each): the fourth evaluation
+    # spends it, no fifth runs
+    assert res.n_residual_evals == 4
     assert not res.cancelled and res.best_loss <= res.loss_history[0]
+    assert res.loss_history == unlimited.loss_history[: len(res.loss_history)]
 
 
 class Quadratic12:
