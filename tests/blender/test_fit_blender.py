@@ -23,16 +23,21 @@ def test_fit_transfers_back_to_blender() -> None:
     start = params.replace(tension_stiffness=15.0, bending_stiffness=0.6)
     problem = fit_module.FitProblem(cloth_mesh, start, targets, fit=list(truth))
     result = fit_module.fit(problem, fit_module.FitSettings())
-    assert result.rmse_m < 1e-3
+    assert result.rmse_m < 5e-5, result.rmse_m  # measured 4.9 micrometres (motion 0.54 m)
     assert result.outcome == "converged", result.outcome_reason
     assert result.tolerance_m == min(1e-3, 1e-3 * result.motion_m)
+    # measured relative errors: tension 2.6e-4, bending 2.4e-5; a 1 % error in the model's
+    # tension moves the fitted tension by 1 %
+    for name, limit in (("tension_stiffness", 1e-3), ("bending_stiffness", 3e-4)):
+        assert abs(result.params[name] / truth[name] - 1) < limit, (name, result.params[name])
 
     settings = ob.modifiers["Cloth"].settings
     for name, value in result.params.items():
         setattr(settings, name, value)
     replay = run_blender_cloth(ob, max(frames))
-    error = np.concatenate([replay[f - 1] - reference[f - 1] for f in frames])
-    rmse = float(np.sqrt(np.mean(np.sum(error**2, axis=1))))
-    assert rmse <= 1e-3, rmse
-    for name, value in truth.items():
-        assert abs(result.params[name] / value - 1) < 0.05, (name, result.params[name])
+    errors = {f: np.linalg.norm(replay[f - 1] - reference[f - 1], axis=1) for f in frames}
+    rmse = float(np.sqrt(np.mean(np.concatenate(list(errors.values())) ** 2)))
+    assert rmse <= 1e-5, rmse  # measured 3.3 micrometres
+    for f, error in errors.items():
+        # measured largest vertex error 1.2 micrometres at frame 10, 9.3 at frame 20
+        assert error.max() <= 3e-5, (f, error.max())
