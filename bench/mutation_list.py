@@ -1,0 +1,284 @@
+"""The bugs ``mutations.py`` plants, one at a time: each an exact, single-match text
+replacement in one file that keeps the code importable and changes what it computes.
+
+``first`` names the test files most likely to catch the bug; they run before the rest of
+the suite (a listed file that does not exist is left out when the mutation runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FORCES = "warp_core/models/blender_cloth/force_kernels.py"
+SOLVER = "warp_core/models/blender_cloth/solver_kernels.py"
+STEP = "warp_core/models/blender_cloth/step.py"
+ADJOINT = "warp_core/models/blender_cloth/adjoint.py"
+TOPOLOGY = "warp_core/models/blender_cloth/topology.py"
+OBJECTIVE = "warp_core/fit/objective.py"
+ADAM = "warp_core/fit/adam.py"
+CLI_RUN = "addon/cli/run.py"
+CLI_OBJECTS = "addon/cli/objects.py"
+
+# test files by what they check
+FORWARD = ("tests/blender/test_cloth_forward.py",)
+BLENDER_REF = ("tests/blender/test_blender_ref.py",)
+GRADIENTS = ("tests/core/test_cloth_gradients.py",)
+PATHS_AGREE = ("tests/core/test_cloth_validation.py",)
+MOVING_PINS = ("tests/core/test_moving_pins.py",)
+FIT_FRAMES = ("tests/core/test_fit_frames.py", "tests/core/test_fit.py")
+OPTIMIZE = ("tests/core/test_optimize.py",)
+FIT_BLENDER = ("tests/blender/test_fit_blender.py",)
+BATCH = ("tests/blender/test_batch_flags.py", "tests/blender/test_batch.py")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """Replace ``old`` (which must occur exactly once in ``path``) with ``new``."""
+
+    id: str
+    description: str
+    path: str  # relative to the repository root
+    old: str
+    new: str
+    first: tuple[str, ...] = ()  # test files to run before the rest of the suite
+
+
+def _one_percent(mid: str, what: str, old: str, new: str, first: tuple[str, ...]) -> Mutation:
+    return Mutation(mid, f"{what} 1 % too large", FORCES, old, new, first)
+
+
+def _cli_flag(flag: str, path: str, old: str, new: str, instead: str = "the object's setting") -> Mutation:
+    mid = "cli_" + flag.removeprefix("--").replace("-", "_")
+    return Mutation(mid, f"batch command ignores {flag} ({instead} is used)", path, old, new, BATCH)
+
+
+PHYSICS = [
+    _one_percent(
+        "tension_stiffness",
+        "tension stiffness",
+        "k = params[PARAM_TENSION] * inv_avg_spring_length",
+        "k = params[PARAM_TENSION] * dtype(1.01) * inv_avg_spring_length",
+        FORWARD,
+    ),
+    _one_percent(
+        "compression_stiffness",
+        "compression stiffness",
+        "kc = params[PARAM_COMPRESSION] * inv_avg_spring_length",
+        "kc = params[PARAM_COMPRESSION] * dtype(1.01) * inv_avg_spring_length",
+        FORWARD,
+    ),
+    _one_percent(
+        "shear_stiffness",
+        "shear stiffness",
+        "k = params[PARAM_SHEAR] * inv_avg_spring_length",
+        "k = params[PARAM_SHEAR] * dtype(1.01) * inv_avg_spring_length",
+        FORWARD,
+    ),
+    _one_percent(
+        "bending_stiffness",
+        "bending stiffness (angular model)",
+        "k = params[PARAM_BENDING] * spring_rest_length[hinge_spring[h]] * dtype(0.1)",
+        "k = params[PARAM_BENDING] * dtype(1.01) * spring_rest_length[hinge_spring[h]] * dtype(0.1)",
+        FORWARD,
+    ),
+    _one_percent(
+        "bending_stiffness_linear",
+        "bending stiffness (linear model)",
+        "kb = params[PARAM_BENDING] * inv_avg_spring_length / dtype(20.0)",
+        "kb = params[PARAM_BENDING] * dtype(1.01) * inv_avg_spring_length / dtype(20.0)",
+        FORWARD,
+    ),
+    _one_percent(
+        "air_damping",
+        "air damping",
+        "drag = params[PARAM_AIR] * dtype(0.01)",
+        "drag = params[PARAM_AIR] * dtype(0.0101)",
+        FORWARD + BLENDER_REF,
+    ),
+    _one_percent(
+        "tension_damping",
+        "tension (structural) damping",
+        "damping = params[PARAM_TENSION_DAMPING]",
+        "damping = params[PARAM_TENSION_DAMPING] * dtype(1.01)",
+        FORWARD,
+    ),
+    _one_percent(
+        "compression_damping",
+        "compression damping",
+        "damping = params[PARAM_COMPRESSION_DAMPING]",
+        "damping = params[PARAM_COMPRESSION_DAMPING] * dtype(1.01)",
+        FORWARD,
+    ),
+    _one_percent(
+        "shear_damping",
+        "shear damping",
+        "damping = params[PARAM_SHEAR_DAMPING]",
+        "damping = params[PARAM_SHEAR_DAMPING] * dtype(1.01)",
+        FORWARD,
+    ),
+    _one_percent(
+        "bending_damping",
+        "bending damping (angular model)",
+        "f = k * (angle - hinge_rest_angle[h]) - params[PARAM_BENDING_DAMPING] * (",
+        "f = k * (angle - hinge_rest_angle[h]) - params[PARAM_BENDING_DAMPING] * dtype(1.01) * (",
+        FORWARD,
+    ),
+    _one_percent(
+        "pin_stiffness",
+        "pin (goal spring) stiffness",
+        "k = w * params[PARAM_PIN_STIFFNESS] * inv_avg_spring_length",
+        "k = w * params[PARAM_PIN_STIFFNESS] * dtype(1.01) * inv_avg_spring_length",
+        BLENDER_REF + FORWARD,
+    ),
+    Mutation(
+        "mass",
+        "vertex mass 1 % too large in the system matrix (inertia)",
+        SOLVER,
+        "system_diag[i] = params[PARAM_MASS] * wp.identity(3, dtype)",
+        "system_diag[i] = params[PARAM_MASS] * dtype(1.01) * wp.identity(3, dtype)",
+        BLENDER_REF + FORWARD,
+    ),
+    _one_percent(
+        "gravity",
+        "gravity",
+        "f = mass * gravity * dtype(0.001)",
+        "f = mass * gravity * dtype(0.00101)",
+        BLENDER_REF + FORWARD,
+    ),
+    Mutation(
+        "soft_pin_double",
+        "soft pins (0 < weight < 1): goal spring stiffness doubled",
+        TOPOLOGY,
+        "goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), w4, 0.0)",
+        "goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), 2.0 * w4, 0.0)",
+        BLENDER_REF + FORWARD,
+    ),
+]
+
+SOLVER_AND_ADJOINT = [
+    Mutation(
+        "cg_tolerance",
+        "forward CG stops at a 10x looser residual",
+        STEP,
+        "tol = a.dtype(CG_TOLERANCE)",
+        "tol = a.dtype(CG_TOLERANCE * 10.0)",
+        FORWARD,
+    ),
+    # The captured-graph path runs every CG iteration and masks those past convergence, so
+    # the last update there is never lost; the kernel-by-kernel path stops at convergence
+    # and reads the final iterate from the ping-pong buffers.
+    Mutation(
+        "cg_forward_iteration",
+        "forward CG drops its last iteration (kernel-by-kernel path)",
+        STEP,
+        "final = launched % 2 if buf.ping_pong else launched",
+        "final = (launched - 1) % 2 if buf.ping_pong else launched",
+        PATHS_AGREE + GRADIENTS,
+    ),
+    Mutation(
+        "cg_backward_iteration",
+        "adjoint recomputes each substep with one CG iteration fewer than the forward",
+        ADJOINT,
+        "iterations = int(rollout.cg_iterations[s - 1])",
+        "iterations = max(int(rollout.cg_iterations[s - 1]) - 1, 0)",
+        GRADIENTS,
+    ),
+    Mutation(
+        "pin_time_backward",
+        "adjoint uses substep 0's goal and pin times for every substep of a frame",
+        ADJOINT,
+        "SubstepInputs.of(old, new, schedule, k),",
+        "SubstepInputs(old, new, k == 0, *schedule.times(0), schedule.h),",
+        MOVING_PINS + GRADIENTS,
+    ),
+]
+
+FIT = [
+    Mutation(
+        "frame_dropped_from_loss",
+        "vertex loss: last target frame left out of the residuals (loss value), kept in the Jacobian",
+        OBJECTIVE,
+        "return self.sqrt_w * (x - self.target_stack).ravel()",
+        "return self.sqrt_w * np.concatenate([(x - self.target_stack)[:-1].ravel(), np.zeros(x[-1].size)])",
+        FIT_FRAMES,
+    ),
+    Mutation(
+        "frame_dropped_from_jacobian",
+        "vertex loss: last target frame left out of the residual Jacobian, kept in the loss",
+        OBJECTIVE,
+        "return self.sqrt_w * dx.ravel()",
+        "return self.sqrt_w * np.concatenate([dx[:-1].ravel(), np.zeros(dx[-1].size)])",
+        FIT_FRAMES,
+    ),
+    Mutation(
+        "last_frame_weight_zero",
+        "vertex loss: last target frame weighted 0 (loss and slope alike)",
+        OBJECTIVE,
+        "np.ones(n) if t.weights is None else np.asarray(t.weights, float) for t in self.targets",
+        "(np.ones(n) if t.weights is None else np.asarray(t.weights, float)) * (t is not self.targets[-1])"
+        " for t in self.targets",
+        FIT_FRAMES,
+    ),
+    Mutation(
+        "adam_sign",
+        "Adam steps along the gradient's opposite sign",
+        ADAM,
+        "g_proj, _active = projected_gradient(spec, z, g)",
+        "g_proj, _active = projected_gradient(spec, z, -g)",
+        OPTIMIZE + FIT_FRAMES,
+    ),
+    Mutation(
+        "ties_ignored",
+        "ties not applied in the simulation: a follower keeps its start value",
+        OBJECTIVE,
+        "self._check_bounds(values)\n        self.sim.set_params(values)\n        rollout",
+        "self._check_bounds(values)\n"
+        "        self.sim.set_params({k: v for k, v in values.items() if k not in self.problem.ties})\n"
+        "        rollout",
+        ("tests/core/test_fit.py",) + FIT_BLENDER,
+    ),
+]
+
+CLI = [
+    _cli_flag(
+        "--max-iters",
+        CLI_OBJECTS,
+        "request.max_iterations = args.max_iters",
+        "request.max_iterations = request.max_iterations",
+    ),
+    _cli_flag(
+        "--time-budget",
+        CLI_OBJECTS,
+        "request.time_budget_s = args.time_budget",
+        "request.time_budget_s = request.time_budget_s",
+    ),
+    _cli_flag(
+        "--tolerance",
+        CLI_OBJECTS,
+        "request.tolerance_m = args.tolerance",
+        "request.tolerance_m = request.tolerance_m",
+    ),
+    _cli_flag("--loss", CLI_OBJECTS, "request.loss = args.loss", "request.loss = request.loss"),
+    _cli_flag(
+        "--object",
+        CLI_RUN,
+        "objects = pick_objects(scene, args.object, targets)",
+        "objects = pick_objects(scene, [], targets)",
+        "every object with targets",
+    ),
+    _cli_flag(
+        "--device",
+        CLI_RUN,
+        "request = request_for(ob, args, chosen, targets, device, start_values)",
+        "request = request_for(ob, args, chosen, targets, None, start_values)",
+    ),
+    _cli_flag(
+        "--preset",
+        CLI_RUN,
+        "request = request_for(ob, args, chosen, targets, device, start_values)",
+        "request = request_for(ob, args, chosen, targets, device, None)",
+        "the object's start values",
+    ),
+]
+
+MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI
