@@ -106,7 +106,7 @@ def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> C
 def check_cloth_mesh(mesh: ClothMesh) -> None:
     """What neither Blender's cloth nor this model can simulate, found before any fit:
     ValueError naming it (no faces, a single vertex, loose vertices, zero-area or duplicate
-    faces, edges of three or more faces)."""
+    faces, edges of three or more faces, a polygon corner past 170 degrees or pointing in)."""
     validate_mesh(mesh)
 
 
