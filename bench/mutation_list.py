@@ -21,6 +21,7 @@ CLI_OBJECTS = "addon/cli/objects.py"
 
 # test files by what they check
 FORWARD = ("tests/blender/test_cloth_forward.py",)
+SOFT_PINS = ("tests/blender/test_soft_pins.py", "tests/core/test_moving_pins.py")
 BLENDER_REF = ("tests/blender/test_blender_ref.py",)
 GRADIENTS = ("tests/core/test_cloth_gradients.py",)
 PATHS_AGREE = ("tests/core/test_cloth_validation.py",)
@@ -128,7 +129,7 @@ PHYSICS = [
         "pin (goal spring) stiffness",
         "k = w * params[PARAM_PIN_STIFFNESS] * inv_avg_spring_length",
         "k = w * params[PARAM_PIN_STIFFNESS] * dtype(1.01) * inv_avg_spring_length",
-        BLENDER_REF + FORWARD,
+        SOFT_PINS + FORWARD,
     ),
     Mutation(
         "mass",
@@ -151,7 +152,7 @@ PHYSICS = [
         TOPOLOGY,
         "goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), w4, 0.0)",
         "goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), 2.0 * w4, 0.0)",
-        BLENDER_REF + FORWARD,
+        SOFT_PINS + FORWARD,
     ),
 ]
 
