@@ -9,7 +9,9 @@ that rename an output into place and record it.
 
 ``FIT_TO_TARGET_SELF_SIGNAL=PHASE:SIGNAME`` makes the run send itself SIGNAME when it
 reaches PHASE (the names passed to :meth:`SignalGuard.at`): how the tests interrupt a run
-at a chosen moment without depending on timing.
+at a chosen moment without depending on timing. ``PHASE:WAIT`` instead holds the run at
+PHASE until a signal comes from outside (at most ``HOLD_S``), so a test of a real external
+signal cannot lose the race against a run that finishes first.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 SELF_SIGNAL_ENV = "FIT_TO_TARGET_SELF_SIGNAL"
 HANDLED = (signal.SIGINT, signal.SIGTERM)
+HOLD_S = 600.0  # a held run goes on by itself after this: only a guard against a hang
 
 
 class Interrupted(BaseException):
@@ -45,11 +48,11 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def send_self_signal(phase: str) -> None:
-    """The test hook: send the signal named in ``FIT_TO_TARGET_SELF_SIGNAL`` if it names ``phase``."""
+def self_signal(phase: str) -> str | None:
+    """What the test hook ``FIT_TO_TARGET_SELF_SIGNAL`` asks for at ``phase``: a signal name,
+    "WAIT", or None."""
     wanted, _, name = os.environ.get(SELF_SIGNAL_ENV, "").partition(":")
-    if wanted == phase and name:
-        signal.raise_signal(getattr(signal, name))
+    return name if wanted == phase and name else None
 
 
 class SignalGuard:
@@ -132,7 +135,12 @@ class SignalGuard:
         """A named moment of the run: the test hook may send a signal here (once per phase)."""
         if phase not in self._fired:
             self._fired.add(phase)
-            send_self_signal(phase)
+            name = self_signal(phase)
+            if name == "WAIT":
+                # the handler sets the event; a lock wait on the main thread lets it run
+                self.cancel.wait(HOLD_S)
+            elif name:
+                signal.raise_signal(getattr(signal, name))
 
     @contextmanager
     def critical(self) -> Iterator[None]:
