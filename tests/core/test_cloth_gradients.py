@@ -5,23 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import warp as wp
+from tape_check import GradientCase, vec3d
 
 from warp_core import ClothMesh, ClothParams, grid_mesh
 from warp_core.models.blender_cloth.params import PARAMETER_NAMES
 from warp_core.models.blender_cloth.simulator import ClothSimulator
 
-vec3d = wp.types.vector(3, wp.float64)
 FRAME_END = 20
 FRAMES = [5, 12, 20]
-
-
-@wp.kernel
-def squared_distance_loss(
-    positions: wp.array2d(dtype=vec3d), target: wp.array2d(dtype=vec3d), loss: wp.array(dtype=wp.float64)
-):
-    f, i = wp.tid()
-    d = positions[f, i] - target[f, i]
-    wp.atomic_add(loss, 0, wp.dot(d, d))
 
 
 @pytest.fixture(scope="module")
@@ -54,42 +45,11 @@ def problem():
 
 
 def _tape_gradients(sim, x0, v0, target):
-    x0_wp = wp.array(x0, dtype=vec3d, requires_grad=True)
-    v0_wp = wp.array(v0, dtype=vec3d, requires_grad=True)
-    target_wp = wp.array(target, dtype=vec3d)
-    loss = wp.zeros(1, dtype=wp.float64, requires_grad=True)
-    sim.params.grad.zero_()
-    tape = wp.Tape()
-    with tape:
-        rollout = sim.rollout(FRAME_END, FRAMES, x0=x0_wp, v0=v0_wp)
-        wp.launch(
-            squared_distance_loss,
-            dim=(len(FRAMES), sim.vertex_count),
-            inputs=[rollout.positions, target_wp],
-            outputs=[loss],
-        )
-    tape.backward(loss)
-    grads = (sim.params.grad.numpy().copy(), x0_wp.grad.numpy().copy(), v0_wp.grad.numpy().copy())
-    tape.zero()
-    return loss.numpy()[0], rollout.cg_iterations, grads
+    return GradientCase(sim, FRAME_END, FRAMES, target).tape_gradients(x0, v0)
 
 
 def _loss(sim, x0, v0, target, iterations, values=None) -> float:
-    saved = sim.param_values()
-    if values:
-        sim.set_params(values)
-    try:
-        out = sim.rollout(
-            FRAME_END,
-            FRAMES,
-            x0=wp.array(x0, dtype=vec3d),
-            v0=wp.array(v0, dtype=vec3d),
-            frozen=iterations,
-            keep_states=False,
-        )
-    finally:
-        sim.set_params(saved)
-    return float(((out.numpy() - target) ** 2).sum())
+    return GradientCase(sim, FRAME_END, FRAMES, target).loss(x0, v0, iterations, values)
 
 
 def test_loss_kernel_on_tape_matches_forward(problem) -> None:
@@ -143,19 +103,14 @@ def test_gradients_accumulate_like_warp_arrays(problem) -> None:
     _, _, (g1, _, _) = _tape_gradients(sim, x0, v0, target)
     x0_wp = wp.array(x0, dtype=vec3d)
     v0_wp = wp.array(v0, dtype=vec3d)
-    target_wp = wp.array(target, dtype=vec3d)
+    case = GradientCase(sim, FRAME_END, FRAMES, target)
     sim.params.grad.zero_()
     for _ in range(2):
         loss = wp.zeros(1, dtype=wp.float64, requires_grad=True)
         tape = wp.Tape()
         with tape:
             rollout = sim.rollout(FRAME_END, FRAMES, x0=x0_wp, v0=v0_wp)
-            wp.launch(
-                squared_distance_loss,
-                dim=(len(FRAMES), sim.vertex_count),
-                inputs=[rollout.positions, target_wp],
-                outputs=[loss],
-            )
+            case.launch_loss(rollout.positions, loss)
         tape.backward(loss)
     np.testing.assert_allclose(sim.params.grad.numpy(), 2 * g1, rtol=1e-10)
     sim.params.grad.zero_()

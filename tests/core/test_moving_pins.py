@@ -6,26 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import warp as wp
+from tape_check import GradientCase, vec3d
 
 from warp_core import ClothMesh, ClothParams, grid_mesh
 from warp_core.models.blender_cloth.params import PARAMETER_NAMES
 from warp_core.models.blender_cloth.simulator import ClothSimulator
 
-vec3d = wp.types.vector(3, wp.float64)
 FRAME_END = 8
 FRAMES = [3, 6, 8]
 SOFT = (2, 14)  # soft-pinned vertices (weights 0.6 and 0.85), on the free edge and inside
 FREE = 20  # a vertex with no pin at all
 PINNED = 33  # on the hard-pinned row
-
-
-@wp.kernel
-def squared_distance_loss(
-    positions: wp.array2d(dtype=vec3d), target: wp.array2d(dtype=vec3d), loss: wp.array(dtype=wp.float64)
-):
-    f, i = wp.tid()
-    d = positions[f, i] - target[f, i]
-    wp.atomic_add(loss, 0, wp.dot(d, d))
 
 
 def rigid_goals(rest: np.ndarray, frames: int) -> np.ndarray:
@@ -82,44 +73,11 @@ def problem():
 
 
 def _tape_gradients(sim, goals, x0, v0, target):
-    x0_wp = wp.array(x0, dtype=vec3d, requires_grad=True)
-    v0_wp = wp.array(v0, dtype=vec3d, requires_grad=True)
-    target_wp = wp.array(target, dtype=vec3d)
-    loss = wp.zeros(1, dtype=wp.float64, requires_grad=True)
-    sim.params.grad.zero_()
-    tape = wp.Tape()
-    with tape:
-        rollout = sim.rollout(FRAME_END, FRAMES, goals=goals, x0=x0_wp, v0=v0_wp)
-        wp.launch(
-            squared_distance_loss,
-            dim=(len(FRAMES), sim.vertex_count),
-            inputs=[rollout.positions, target_wp],
-            outputs=[loss],
-        )
-    tape.backward(loss)
-    grads = (sim.params.grad.numpy().copy(), x0_wp.grad.numpy().copy(), v0_wp.grad.numpy().copy())
-    tape.zero()
-    return loss.numpy()[0], rollout.cg_iterations, grads
+    return GradientCase(sim, FRAME_END, FRAMES, target, goals).tape_gradients(x0, v0)
 
 
 def _loss(sim, goals, state, target, iterations, values=None) -> float:
-    x0, v0 = state
-    saved = sim.param_values()
-    if values:
-        sim.set_params(values)
-    try:
-        out = sim.rollout(
-            FRAME_END,
-            FRAMES,
-            goals=goals,
-            x0=wp.array(x0, dtype=vec3d),
-            v0=wp.array(v0, dtype=vec3d),
-            frozen=iterations,
-            keep_states=False,
-        )
-    finally:
-        sim.set_params(saved)
-    return float(((out.numpy() - target) ** 2).sum())
+    return GradientCase(sim, FRAME_END, FRAMES, target, goals).loss(*state, iterations, values)
 
 
 def test_moving_goals_change_the_rollout(problem) -> None:
