@@ -177,6 +177,18 @@ def set_linear_interpolation(id_data: bpy.types.ID) -> None:
         fcurve.update()
 
 
+def move_and_turn(ob: bpy.types.Object, frame_end: int = 20) -> None:
+    """Keyframe ``ob`` to slide 0.6 m in x, rise 0.3 m and turn 0.8 rad about z between
+    frame 1 and ``frame_end``, so its pinned vertices drag the cloth; leaves frame 1 current."""
+    ob.keyframe_insert("location", frame=1)
+    ob.keyframe_insert("rotation_euler", frame=1)
+    ob.location = (0.6, 0.0, 0.3)
+    ob.rotation_euler = (0.0, 0.0, 0.8)
+    ob.keyframe_insert("location", frame=frame_end)
+    ob.keyframe_insert("rotation_euler", frame=frame_end)
+    bpy.context.scene.frame_set(1)
+
+
 def export_from_blender(ob: bpy.types.Object) -> tuple[ClothMesh, ClothParams]:
     """The object's cloth input mesh and settings as exported by the add-on."""
     mod = cloth_scene.find_cloth_modifier(ob)

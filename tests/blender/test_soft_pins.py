@@ -16,6 +16,7 @@ from blender_ref import (
     export_from_blender,
     grid_mesh,
     make_cloth_object,
+    move_and_turn,
     run_blender_cloth,
 )
 
@@ -43,14 +44,8 @@ def test_soft_pins_match_blender() -> None:
     mesh = grid_mesh(10, 10, 1.0, 1.0)
     weights = _soft_pin_weights(mesh.vertices)
     ob = make_cloth_object(mesh, pin_weights=weights, settings=SETTINGS, frame_end=FRAMES)
-    ob.keyframe_insert("location", frame=1)
-    ob.keyframe_insert("rotation_euler", frame=1)
-    ob.location = (0.6, 0.0, 0.3)
-    ob.rotation_euler = (0.0, 0.0, 0.8)
-    ob.keyframe_insert("location", frame=20)
-    ob.keyframe_insert("rotation_euler", frame=20)
+    move_and_turn(ob)
     scene = bpy.context.scene
-    scene.frame_set(1)
     reference = run_blender_cloth(ob, FRAMES)
     scene.frame_set(1)
     exported_mesh, params = export_from_blender(ob)
