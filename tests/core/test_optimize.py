@@ -325,6 +325,28 @@ def test_adam_converges_on_12_parameter_quadratic() -> None:
     assert res.n_gradient_evals >= res.iterations and res.jacobian is None
 
 
+class Valley:
+    """L = 0.5 (log p - log 3)^2 + 0.5 * 50 (log q - log 0.2)^2: one steep direction, where
+    momentum carried past the bottom points uphill."""
+
+    names = ["p", "q"]
+
+    def gradient(self, v: dict[str, float]) -> tuple[float, dict[str, float]]:
+        a, b = math.log(v["p"] / 3.0), math.log(v["q"] / 0.2)
+        loss = 0.5 * a * a + 25.0 * b * b
+        return loss, {"p": a / v["p"], "q": 50.0 * b / v["q"]}
+
+
+def test_adam_drops_its_momentum_after_an_overshoot_instead_of_stopping() -> None:
+    # with the momentum kept, every halving of the step after the first overshoot raised the
+    # loss and the run stopped as stuck with p at 4.46 instead of 3
+    spec = ParameterSpec(Valley.names, {"p": 1.0, "q": 1.0})
+    res = adam(Valley(), spec, OptimizeSettings(max_iterations=200, adam_lr=0.5, rel_loss_tol=0.0))
+    assert res.values["p"] == pytest.approx(3.0, rel=1e-3)
+    assert res.values["q"] == pytest.approx(0.2, rel=1e-3)
+    assert np.all(np.diff(res.loss_history) <= 0.0)
+
+
 def test_adam_uses_residuals_when_no_gradient_and_backtracks_on_nan() -> None:
     problem = NanAbove()
     spec = ParameterSpec(problem.names, {"p": 1.0, "q": 2.0})

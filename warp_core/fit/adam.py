@@ -41,7 +41,10 @@ def adam(
     A step is accepted only if the loss does not increase and is finite; otherwise it is
     halved and retried (up to 12 times). The step size stays reduced after a halving and
     doubles back towards ``adam_lr`` after each step accepted at the first try. Moments
-    are updated only with gradients of accepted points.
+    are updated only with gradients of accepted points. When no halving of the momentum
+    step lowers the loss (after an overshoot the momentum points uphill), the moments are
+    dropped and the step is tried again from the gradient at this point alone; only if
+    that fails too does the run stop as stuck.
     """
     settings = settings or OptimizeSettings()
     tracker = Tracker(settings, progress, cancel)
@@ -86,7 +89,10 @@ def adam(
                 break
             lr_scale *= 0.5
         if not accepted:
-            return run.result("no_progress", values, loss)
+            if t == 1:
+                return run.result("no_progress", values, loss)
+            m, v, t, lr_scale = np.zeros_like(z), np.zeros_like(z), 0, 1.0
+            continue
 
         loss_trial, g_trial = out
         rel_change = (loss - loss_trial) / max(loss, 1e-300)
