@@ -6,6 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# Per-vertex weights of the cloth modifier's stiffness vertex groups (None: no group).
+STIFFNESS_WEIGHT_FIELDS: tuple[str, ...] = (
+    "structural_stiffness_weight",
+    "shear_stiffness_weight",
+    "bending_stiffness_weight",
+)
+
 
 @dataclass
 class ClothMesh:
@@ -14,7 +21,9 @@ class ClothMesh:
     ``polygon_vertices[polygon_offsets[p]:polygon_offsets[p + 1]]`` are the corners of
     polygon ``p`` in Blender's loop order. ``edges`` are all mesh edges (Blender's edge
     order), including loose ones. ``pin_weights`` are the raw vertex-group weights of the
-    cloth modifier's pin group (0 where a vertex is not in the group).
+    cloth modifier's pin group (0 where a vertex is not in the group). The
+    ``*_stiffness_weight`` arrays are the weights of the modifier's structural, shear and
+    bending stiffness groups (0 outside the group), None where no group is set.
     """
 
     vertices: np.ndarray  # (N, 3) float64, world space, metres
@@ -22,6 +31,9 @@ class ClothMesh:
     polygon_offsets: np.ndarray  # (P + 1,) int32
     edges: np.ndarray  # (E, 2) int32
     pin_weights: np.ndarray = field(default=None)  # (N,) float64 in [0, 1]
+    structural_stiffness_weight: np.ndarray | None = None  # (N,) float64 in [0, 1], or None
+    shear_stiffness_weight: np.ndarray | None = None
+    bending_stiffness_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float64).reshape(-1, 3)
@@ -31,6 +43,10 @@ class ClothMesh:
         if self.pin_weights is None:
             self.pin_weights = np.zeros(len(self.vertices))
         self.pin_weights = np.ascontiguousarray(self.pin_weights, dtype=np.float64).ravel()
+        for name in STIFFNESS_WEIGHT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, np.ascontiguousarray(value, dtype=np.float64).ravel())
 
     @property
     def vertex_count(self) -> int:

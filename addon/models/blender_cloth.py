@@ -88,19 +88,38 @@ def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> C
 
     Edges keep Blender's order and polygons their loop order (both decide the order of
     Blender's springs). Pin weights come from the modifier's pin group
-    (``settings.vertex_group_mass``), 0 for vertices outside it.
+    (``settings.vertex_group_mass``), 0 for vertices outside it; the stiffness groups'
+    weights the same way, None where a group is not set.
     """
     mod = _require_cloth(ob)
-    pin_group = mod.settings.vertex_group_mass
     if input_is_object_data(ob, mod, depsgraph):
         # Nothing above the cloth changes the mesh: read it directly and leave the
         # modifier stack (and with it an unbaked cloth cache) untouched.
         matrix = object_matrix(ob.evaluated_get(depsgraph))
-        return read_mesh(ob.data, matrix, vertex_group_weights(ob.data, ob, pin_group))
+        return _read_cloth_mesh(ob, mod, ob.data, matrix)
     with modifier_input_stack(ob, mod, depsgraph):
         ob_eval = ob.evaluated_get(depsgraph)
-        pins = vertex_group_weights(ob_eval.data, ob, pin_group)
-        return read_mesh(ob_eval.data, object_matrix(ob_eval), pins)
+        return _read_cloth_mesh(ob, mod, ob_eval.data, object_matrix(ob_eval))
+
+
+# ClothMesh field <- ClothSettings property naming the vertex group
+STIFFNESS_GROUPS: dict[str, str] = {
+    "structural_stiffness_weight": "vertex_group_structural_stiffness",
+    "shear_stiffness_weight": "vertex_group_shear_stiffness",
+    "bending_stiffness_weight": "vertex_group_bending",
+}
+
+
+def _read_cloth_mesh(
+    ob: bpy.types.Object, mod: bpy.types.ClothModifier, me: bpy.types.Mesh, matrix: np.ndarray
+) -> ClothMesh:
+    mesh = read_mesh(me, matrix, vertex_group_weights(me, ob, mod.settings.vertex_group_mass))
+    for field, prop in STIFFNESS_GROUPS.items():
+        group = getattr(mod.settings, prop)
+        # a name that matches no group of the object makes Blender read no weights either
+        if group and group in ob.vertex_groups:
+            setattr(mesh, field, vertex_group_weights(me, ob, group))
+    return mesh
 
 
 def check_cloth_mesh(mesh: ClothMesh) -> None:

@@ -8,7 +8,7 @@ a new Blender adds is decided on instead of being silently ignored by the fit.
 
 from __future__ import annotations
 
-# Read by the model: ClothParams fields, the pin group, and the gravity weight.
+# Read by the model: ClothParams fields, the pin and stiffness groups, and the gravity weight.
 SIMULATED: dict[str, tuple[str, ...]] = {
     "ClothSettings": (
         "tension_stiffness",
@@ -28,6 +28,13 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "time_scale",
         "bending_model",
         "vertex_group_mass",
+        "tension_stiffness_max",
+        "compression_stiffness_max",
+        "shear_stiffness_max",
+        "bending_stiffness_max",
+        "vertex_group_structural_stiffness",
+        "vertex_group_shear_stiffness",
+        "vertex_group_bending",
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
     "ClothCollisionSettings": (),
@@ -60,13 +67,6 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "shrink_min",
         "shrink_max",
         "vertex_group_shrink",
-        "vertex_group_structural_stiffness",
-        "tension_stiffness_max",
-        "compression_stiffness_max",
-        "vertex_group_shear_stiffness",
-        "shear_stiffness_max",
-        "vertex_group_bending",
-        "bending_stiffness_max",
         "rest_shape_key",
         "goal_default",
     ),

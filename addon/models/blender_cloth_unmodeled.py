@@ -40,15 +40,8 @@ def _cloth_settings(ob: bpy.types.Object, s: bpy.types.ClothSettings) -> Iterato
         value = float(getattr(s, name))
         if value != 0.0:
             yield f"Shrinking ({'settings.' + name}) is {value:g}"
-    groups = (
-        ("Shrinking Group", "vertex_group_shrink"),
-        ("Structural Stiffness Group", "vertex_group_structural_stiffness"),
-        ("Shear Stiffness Group", "vertex_group_shear_stiffness"),
-        ("Bending Stiffness Group", "vertex_group_bending"),
-    )
-    for label, name in groups:
-        if getattr(s, name):
-            yield f"{label} (settings.{name}) is set to '{getattr(s, name)}'"
+    if s.vertex_group_shrink:
+        yield f"Shrinking Group (settings.vertex_group_shrink) is set to '{s.vertex_group_shrink}'"
     keys = ob.data.shape_keys
     # the reference key is what Blender sets by itself, and the shape the model starts from
     if s.rest_shape_key is not None and (keys is None or s.rest_shape_key != keys.reference_key):

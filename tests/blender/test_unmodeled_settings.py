@@ -107,12 +107,6 @@ REFUSED = {
     "shrink min": (settings(shrink_min=0.2), "settings.shrink_min"),
     "shrink max": (settings(shrink_max=0.2), "settings.shrink_max"),
     "shrink group": (group_setting("vertex_group_shrink"), "settings.vertex_group_shrink"),
-    "structural group": (
-        group_setting("vertex_group_structural_stiffness"),
-        "settings.vertex_group_structural_stiffness",
-    ),
-    "shear group": (group_setting("vertex_group_shear_stiffness"), "settings.vertex_group_shear_stiffness"),
-    "bending group": (group_setting("vertex_group_bending"), "settings.vertex_group_bending"),
     "rest shape key": (rest_key, "settings.rest_shape_key"),
     "goal default": (pinned_goal_default, "settings.goal_default"),
     "quality 1": (settings(quality=1), "settings.quality"),
@@ -171,6 +165,10 @@ ACCEPTED = {
     ),
     "sewing without loose edges": settings(use_sewing_springs=True),
     "pressure group with pressure off": group_setting("vertex_group_pressure"),
+    # simulated: the stiffness groups and their maxima
+    "structural group": group_setting("vertex_group_structural_stiffness"),
+    "shear group": group_setting("vertex_group_shear_stiffness"),
+    "bending group": group_setting("vertex_group_bending"),
     "goal default without a pin group": lambda ob: (
         setattr(cloth(ob).settings, "vertex_group_mass", ""),
         pinned_goal_default(ob),

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_write
-from ..mesh import ClothMesh
+from ..mesh import STIFFNESS_WEIGHT_FIELDS, ClothMesh
 from ..models import get_model
 from .engine import problem_metadata
 from .problem import FitProblem, Target
@@ -31,6 +31,10 @@ def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
         "edges": problem.mesh.edges,
         "pin_weights": problem.mesh.pin_weights,
     }
+    for name in STIFFNESS_WEIGHT_FIELDS:
+        weights = getattr(problem.mesh, name)
+        if weights is not None:
+            arrays[name] = np.asarray(weights, dtype=np.float64)
     if problem.goals is not None:
         arrays["goals"] = np.asarray(problem.goals, dtype=np.float64)
     for k, t in enumerate(problem.targets):
@@ -73,6 +77,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             arrays["polygon_offsets"],
             arrays["edges"],
             arrays["pin_weights"],
+            **{name: arrays.get(name) for name in STIFFNESS_WEIGHT_FIELDS},
         )
         params = model.settings_from_dict(meta["params"])
         targets = [

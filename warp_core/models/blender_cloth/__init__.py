@@ -11,10 +11,11 @@ numpy), ``force_kernels``, ``solver_kernels`` and ``adjoint_kernels`` (Warp kern
 """
 
 from .model import MODEL, BlenderClothModel
-from .params import CLOTH_SETTINGS_FIELDS, PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
+from .params import ALL_PARAMETER_NAMES, CLOTH_SETTINGS_FIELDS, PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
 from .simulator import ClothSimulator, Rollout
 
 __all__ = [
+    "ALL_PARAMETER_NAMES",
     "CLOTH_SETTINGS_FIELDS",
     "MODEL",
     "PARAMETER_BOUNDS",

@@ -36,6 +36,8 @@ class ClothArrays:
     hinge_face_vertices: wp.array  # int32
     pinned: wp.array  # (N,) int32, nonzero where the vertex moves with its pin goal
     goal_weight: wp.array  # (N,) dtype, soft goal spring weight
+    spring_lin_stiffness: wp.array  # (S,) dtype, stiffness-group weight of each spring
+    hinge_ang_stiffness: wp.array  # (H,) dtype, bending-group weight of each hinge
     # per-vertex tables: every sum over a vertex's springs and hinges runs in one fixed
     # order, the same on every device
     vertex_spring_offsets: wp.array  # (N + 1,) int32
@@ -75,6 +77,8 @@ class ClothArrays:
         spring_offsets, spring_ids, spring_other, spring_sign = (ints(a) for a in spring_table)
         hinge_offsets, hinge_ids, hinge_roles = (ints(a) for a in hinge_table)
         goal_weight = wp.array(top.goal_weight.astype(np_float), dtype=dtype, device=d)
+        spring_lin_stiffness = wp.array(top.spring_lin_stiffness.astype(np_float), dtype=dtype, device=d)
+        hinge_ang_stiffness = wp.array(top.hinge_ang_stiffness.astype(np_float), dtype=dtype, device=d)
         spring_rest_length = wp.zeros(n_springs, dtype=dtype, device=d)
         hinge_rest_angle = wp.zeros(n_hinges, dtype=dtype, device=d)
         with suspended_tape():
@@ -111,6 +115,8 @@ class ClothArrays:
             hinge_face_vertices=hinge_face_vertices,
             pinned=pinned,
             goal_weight=goal_weight,
+            spring_lin_stiffness=spring_lin_stiffness,
+            hinge_ang_stiffness=hinge_ang_stiffness,
             vertex_spring_offsets=spring_offsets,
             vertex_spring_ids=spring_ids,
             vertex_spring_other=spring_other,

@@ -5,7 +5,7 @@ are differentiable by Warp's autodiff, which the adjoint relies on. Forces are i
 Blender's units: time in frames, so gravity is scaled by 1e-3.
 
 Parameters live in one array ``params`` indexed by ``PARAM_*`` (order of
-``params.PARAMETER_NAMES``), so one gradient array holds every parameter's derivative.
+``params.ALL_PARAMETER_NAMES``), so one gradient array holds every parameter's derivative.
 """
 
 import functools
@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from .params import PARAMETER_NAMES
+from .params import ALL_PARAMETER_NAMES
 
 # No fused multiply-add: a spring at rest must measure exactly its rest length in every
 # kernel and on every device (otherwise it falls into the compression branch at random),
 # and CPU and CUDA then round alike.
 NO_FMA = {"fuse_fp": False}
 
-P = {name: k for k, name in enumerate(PARAMETER_NAMES)}
+P = {name: k for k, name in enumerate(ALL_PARAMETER_NAMES)}
 PARAM_TENSION = P["tension_stiffness"]
 PARAM_COMPRESSION = P["compression_stiffness"]
 PARAM_SHEAR = P["shear_stiffness"]
@@ -33,6 +33,10 @@ PARAM_AIR = P["air_damping"]
 PARAM_MASS = P["mass"]
 PARAM_PIN_STIFFNESS = P["pin_stiffness"]
 PARAM_GOAL_FRICTION = P["goal_friction"]
+PARAM_TENSION_MAX = P["tension_stiffness_max"]
+PARAM_COMPRESSION_MAX = P["compression_stiffness_max"]
+PARAM_SHEAR_MAX = P["shear_stiffness_max"]
+PARAM_BENDING_MAX = P["bending_stiffness_max"]
 
 
 @functools.cache
@@ -118,6 +122,17 @@ def force_kernels(dtype) -> SimpleNamespace:
         na = hinge_normal(x[j], x[i], face_mean(x, hinge_face_vertices, fa[0], fa[1]))
         nb = hinge_normal(x[i], x[j], face_mean(x, hinge_face_vertices, fb[0], fb[1]))
         return na, nb, hinge_angle(x[i], x[j], na, nb)
+
+    @wp.func
+    def group_stiffness(params: wp.array(dtype=dtype), low: int, high: int, weight: dtype):
+        # Blender's "min + lin_stiffness * fabsf(max - min)": the group weight spans from the
+        # stiffness to its maximum (past it in the other direction when max < min). At
+        # max == min, Blender's default, the derivative is the one of max above min (wp.abs
+        # would give the other side's), so a fit of the maximum from there sets out upwards.
+        span = params[high] - params[low]
+        if span < dtype(0.0):
+            span = -span
+        return params[low] + weight * span
 
     @wp.func
     def choi_ko_polynomial(t: dtype):
@@ -225,6 +240,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         hinge_face_vertices: wp.array(dtype=wp.int32),
         hinge_rest_angle: wp.array(dtype=dtype),
         spring_rest_length: wp.array(dtype=dtype),
+        hinge_ang_stiffness: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
         hinge_force_a: wp.array(dtype=vec3),
         hinge_force_b: wp.array(dtype=vec3),
@@ -243,7 +259,8 @@ def force_kernels(dtype) -> SimpleNamespace:
         v_edge = (v[i] + v[j]) * dtype(0.5)
         va = face_mean(v, hinge_face_vertices, fa[0], fa[1]) - v_edge
         vb = face_mean(v, hinge_face_vertices, fb[0], fb[1]) - v_edge
-        k = params[PARAM_BENDING] * spring_rest_length[hinge_spring[h]] * dtype(0.1)
+        bending = group_stiffness(params, PARAM_BENDING, PARAM_BENDING_MAX, hinge_ang_stiffness[h])
+        k = bending * spring_rest_length[hinge_spring[h]] * dtype(0.1)
         f = k * (angle - hinge_rest_angle[h]) - params[PARAM_BENDING_DAMPING] * (
             wp.dot(va, na) + wp.dot(vb, nb)
         )
@@ -258,6 +275,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         spring_vertices: wp.array(dtype=wp.vec2i),
         spring_kind: wp.array(dtype=wp.int32),
         spring_rest_length: wp.array(dtype=dtype),
+        spring_lin_stiffness: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
         inv_avg_spring_length: dtype,
         angular_model: wp.int32,
@@ -278,6 +296,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         if length > dtype(1.1920929e-07):
             d = extent / length
         kind = spring_kind[s]
+        lin = spring_lin_stiffness[s]
         f = vec3()
         jx = mat33()
         jv = mat33()
@@ -285,16 +304,20 @@ def force_kernels(dtype) -> SimpleNamespace:
         damping = dtype(0.0)
         if kind == 2:  # LINEAR bending: compression only, no damping term
             if length < rest:
-                kb = params[PARAM_BENDING] * inv_avg_spring_length / dtype(20.0)
+                kb = (
+                    group_stiffness(params, PARAM_BENDING, PARAM_BENDING_MAX, lin)
+                    * inv_avg_spring_length
+                    / dtype(20.0)
+                )
                 cb = kb * params[PARAM_BENDING_DAMPING]
                 f = d * choi_ko_compression(length, rest, kb, cb)
                 jx = wp.outer(d, d) * choi_ko_slope(length, rest, kb, cb)
                 active = 1
         else:
-            k = params[PARAM_TENSION] * inv_avg_spring_length
+            k = group_stiffness(params, PARAM_TENSION, PARAM_TENSION_MAX, lin) * inv_avg_spring_length
             damping = params[PARAM_TENSION_DAMPING]
             if kind == 1:
-                k = params[PARAM_SHEAR] * inv_avg_spring_length
+                k = group_stiffness(params, PARAM_SHEAR, PARAM_SHEAR_MAX, lin) * inv_avg_spring_length
                 damping = params[PARAM_SHEAR_DAMPING]
             if length >= rest and length > dtype(0.0):
                 f = d * (k * (length - rest))
@@ -302,7 +325,10 @@ def force_kernels(dtype) -> SimpleNamespace:
                 jx = k * ((wp.identity(3, dtype) - wp.outer(d, d)) * (rest / length) - wp.identity(3, dtype))
                 active = 1
             elif kind == 0 and angular_model != 0:
-                kc = params[PARAM_COMPRESSION] * inv_avg_spring_length
+                kc = (
+                    group_stiffness(params, PARAM_COMPRESSION, PARAM_COMPRESSION_MAX, lin)
+                    * inv_avg_spring_length
+                )
                 damping = params[PARAM_COMPRESSION_DAMPING]
                 f = d * choi_ko_compression(length, rest, kc, kc)
                 jx = wp.outer(d, d) * choi_ko_slope(length, rest, kc, kc)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...mesh import ClothMesh
 from ..base import Parameter
-from .params import PARAMETER_BOUNDS, PARAMETER_NAMES, ClothParams
+from .params import ALL_PARAMETER_NAMES, PARAMETER_BOUNDS, ClothParams
 from .simulator import ClothSimulator
 
 # The fit works on log(value) and so needs a positive lowest value where Blender's hard
@@ -31,6 +31,11 @@ PARAMETER_FLOORS: dict[str, float] = {
     "mass": 1e-4,  # kg per vertex: 0.1 g
     "pin_stiffness": 1e-3,
     "goal_friction": 1e-3,
+    # the maxima of the stiffness groups: as their minima
+    "tension_stiffness_max": 0.01,
+    "compression_stiffness_max": 0.01,
+    "shear_stiffness_max": 0.01,
+    "bending_stiffness_max": 1e-4,
 }
 # Where artists' values usually lie (Blender's own presets fall inside): the global search
 # spreads its start points over these ranges. They do not limit the fit.
@@ -47,6 +52,10 @@ PARAMETER_PLAUSIBLE: dict[str, tuple[float, float]] = {
     "mass": (0.05, 5.0),
     "pin_stiffness": (0.1, 50.0),
     "goal_friction": (0.1, 50.0),
+    "tension_stiffness_max": (1.0, 1000.0),
+    "compression_stiffness_max": (1.0, 1000.0),
+    "shear_stiffness_max": (1.0, 1000.0),
+    "bending_stiffness_max": (0.01, 200.0),
 }
 
 
@@ -68,7 +77,7 @@ class BlenderClothModel:
                 floor=PARAMETER_FLOORS[n],
                 plausible=PARAMETER_PLAUSIBLE[n],
             )
-            for n in PARAMETER_NAMES
+            for n in ALL_PARAMETER_NAMES
         )
 
     def default_settings(self) -> ClothParams:

@@ -20,7 +20,20 @@ PARAMETER_BOUNDS: dict[str, tuple[float, float]] = {
     "pin_stiffness": (0.0, 50.0),
     "goal_friction": (0.0, 50.0),
 }
+# The stiffness at weight 1 of the stiffness vertex groups (Blender's "Max"). They act only
+# through a group, so they follow the parameters that act on every cloth.
+GROUP_MAXIMUM_BOUNDS: dict[str, tuple[float, float]] = {
+    "tension_stiffness_max": (0.0, 10000.0),
+    "compression_stiffness_max": (0.0, 10000.0),
+    "shear_stiffness_max": (0.0, 10000.0),
+    "bending_stiffness_max": (0.0, 10000.0),
+}
+# the parameters that act on every cloth
 PARAMETER_NAMES: tuple[str, ...] = tuple(PARAMETER_BOUNDS)
+GROUP_MAXIMUM_NAMES: tuple[str, ...] = tuple(GROUP_MAXIMUM_BOUNDS)
+# every fit candidate, in the order of the simulator's parameter array
+ALL_PARAMETER_NAMES: tuple[str, ...] = PARAMETER_NAMES + GROUP_MAXIMUM_NAMES
+PARAMETER_BOUNDS.update(GROUP_MAXIMUM_BOUNDS)
 
 
 @dataclass
@@ -39,6 +52,12 @@ class ClothParams:
     mass: float = 0.3
     pin_stiffness: float = 1.0
     goal_friction: float = 0.0
+    # a spring's stiffness is min + lin * |max - min|, lin the mean group weight of its
+    # two vertices (0 without a group, so the max only acts through a group)
+    tension_stiffness_max: float = 15.0
+    compression_stiffness_max: float = 15.0
+    shear_stiffness_max: float = 5.0
+    bending_stiffness_max: float = 0.5
     # not differentiable
     quality: int = 5
     time_scale: float = 1.0
@@ -47,7 +66,7 @@ class ClothParams:
 
     def values(self) -> dict[str, float]:
         """The continuous parameters as a dict (name -> value)."""
-        return {n: float(getattr(self, n)) for n in PARAMETER_NAMES}
+        return {n: float(getattr(self, n)) for n in ALL_PARAMETER_NAMES}
 
     def replace(self, **changes: float) -> ClothParams:
         d = asdict(self)

@@ -19,7 +19,7 @@ from .adjoint import record_rollout_backward
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
 from .graphs import SubstepGraphs
-from .params import PARAMETER_NAMES, ClothParams
+from .params import ALL_PARAMETER_NAMES, ClothParams
 from .schedule import SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
 from .step import CGControl, SubstepInputs, SubstepSolver
@@ -53,7 +53,7 @@ class Rollout:
 class ClothSimulator:
     """Blender's cloth model for one mesh on one Warp device.
 
-    ``params`` is a Warp array of the continuous parameters in ``PARAMETER_NAMES`` order
+    ``params`` is a Warp array of the continuous parameters in ``ALL_PARAMETER_NAMES`` order
     (requires_grad): read ``params.grad`` after ``tape.backward``.
     """
 
@@ -82,7 +82,7 @@ class ClothSimulator:
         self.vec3 = self.kernels.forces.vec3
         self._np_float = np.float32 if precision == "float32" else np.float64
         self.params = wp.array(
-            np.array([params.values()[k] for k in PARAMETER_NAMES], dtype=self._np_float),
+            np.array([params.values()[k] for k in ALL_PARAMETER_NAMES], dtype=self._np_float),
             dtype=self.dtype,
             device=self.device,
             requires_grad=True,
@@ -114,14 +114,14 @@ class ClothSimulator:
                 raise ValueError("bending_model changes the springs: build a new ClothSimulator")
             self.settings = values
             values = values.values()
-        unknown = set(values) - set(PARAMETER_NAMES)
+        unknown = set(values) - set(ALL_PARAMETER_NAMES)
         if unknown:
             raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
         settings = self.settings.replace(**{k: float(v) for k, v in values.items()})
         settings.validate()
         self.settings = settings
         current = settings.values()
-        self.params.assign(np.array([current[k] for k in PARAMETER_NAMES], dtype=self._np_float))
+        self.params.assign(np.array([current[k] for k in ALL_PARAMETER_NAMES], dtype=self._np_float))
 
     @functools.cached_property
     def _structural_rest(self) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +140,7 @@ class ClothSimulator:
         return float((lengths / rest).max())
 
     def param_values(self) -> dict[str, float]:
-        return dict(zip(PARAMETER_NAMES, self.params.numpy().astype(float), strict=True))
+        return dict(zip(ALL_PARAMETER_NAMES, self.params.numpy().astype(float), strict=True))
 
     # ---------------------------------------------------------------- rollout
     def goal_arrays(self, goals: np.ndarray | None, n_frames: int) -> list[wp.array]:

@@ -157,6 +157,7 @@ class SubstepSolver:
                     a.hinge_face_vertices,
                     a.hinge_rest_angle,
                     a.spring_rest_length,
+                    a.hinge_ang_stiffness,
                     params,
                 ],
                 outputs=[buf.hinge_force_a, buf.hinge_force_b, buf.hinge_force_edge],
@@ -166,7 +167,17 @@ class SubstepSolver:
             fk.spring_forces,
             dim=a.spring_count,
             device=d,
-            inputs=[x, v, a.spring_vertices, a.spring_kind, a.spring_rest_length, params, inv_len, angular],
+            inputs=[
+                x,
+                v,
+                a.spring_vertices,
+                a.spring_kind,
+                a.spring_rest_length,
+                a.spring_lin_stiffness,
+                params,
+                inv_len,
+                angular,
+            ],
             outputs=[buf.spring_force, buf.spring_dfdx, buf.spring_dfdv],
         )
         return v

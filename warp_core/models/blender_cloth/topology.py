@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...mesh import ClothMesh
+from ...mesh import STIFFNESS_WEIGHT_FIELDS, ClothMesh
 
 SPRING_STRUCTURAL = 0
 SPRING_SHEAR = 1
@@ -50,6 +50,10 @@ class Topology:
     hinge_face_vertices: np.ndarray  # flat int32
     pinned: np.ndarray  # (N,) int32, 1 for hard pins
     goal_weight: np.ndarray  # (N,) float64, w^4 for soft goal springs, 0 elsewhere
+    # Blender's lin_stiffness / ang_stiffness: the mean stiffness-group weight of the two
+    # vertices, weighting the span from the stiffness to its maximum
+    spring_lin_stiffness: np.ndarray  # (S,) float64
+    hinge_ang_stiffness: np.ndarray  # (H,) float64
 
     @property
     def structural_mask(self) -> np.ndarray:
@@ -85,6 +89,10 @@ def validate_mesh(mesh: ClothMesh) -> None:
     w = mesh.pin_weights
     if len(w) != n or not np.isfinite(w).all() or w.min() < 0 or w.max() > 1:
         raise ValueError("pin weights must be one finite value in [0, 1] per vertex")
+    for name in STIFFNESS_WEIGHT_FIELDS:
+        g = getattr(mesh, name)
+        if g is not None and (len(g) != n or not np.isfinite(g).all() or g.min() < 0 or g.max() > 1):
+            raise ValueError(f"{name} must be one finite value in [0, 1] per vertex")
 
     extent = float(np.ptp(x, axis=0).max())
     scale = extent if extent > 0 else 1.0
@@ -260,20 +268,46 @@ def build_topology(mesh: ClothMesh, bending_model: str = "ANGULAR") -> Topology:
         face_b.append((len(flat), len(fb)))
         flat += fb
 
+    hinge_arr = np.array([(h[0], h[1]) for h in hinges], dtype=np.int32).reshape(-1, 2)
     w4 = mesh.pin_weights**4
     pinned = (w4 >= SOFTGOALSNAP).astype(np.int32)
     goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), w4, 0.0)
     return Topology(
         spring_vertices=spring_arr,
         spring_kind=kind_arr,
-        hinge_vertices=np.array([(h[0], h[1]) for h in hinges], dtype=np.int32).reshape(-1, 2),
+        hinge_vertices=hinge_arr,
         hinge_spring=np.array([h[2] for h in hinges], dtype=np.int32),
         hinge_face_a=np.array(face_a, dtype=np.int32).reshape(-1, 2),
         hinge_face_b=np.array(face_b, dtype=np.int32).reshape(-1, 2),
         hinge_face_vertices=np.array(flat, dtype=np.int32),
         pinned=pinned,
         goal_weight=goal,
+        spring_lin_stiffness=_spring_lin_stiffness(mesh, spring_arr, kind_arr),
+        hinge_ang_stiffness=_pair_mean(mesh.bending_stiffness_weight, hinge_arr, mesh.vertex_count),
     )
+
+
+def _pair_mean(weights: np.ndarray | None, pairs: np.ndarray, n: int) -> np.ndarray:
+    """(w[i] + w[j]) / 2 per pair. Blender's vertices start at 0 and only a group's
+    members get their weight, so no group means 0 everywhere."""
+    w = np.zeros(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    return (w[pairs[:, 0]] + w[pairs[:, 1]]) / 2.0
+
+
+def _spring_lin_stiffness(mesh: ClothMesh, springs: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """cloth_build_springs: structural springs take the structural group, shear springs (the
+    polygon diagonals) the shear group, LINEAR bending springs the bending group."""
+    n = mesh.vertex_count
+    groups = {
+        SPRING_STRUCTURAL: mesh.structural_stiffness_weight,
+        SPRING_SHEAR: mesh.shear_stiffness_weight,
+        SPRING_BENDING_LINEAR: mesh.bending_stiffness_weight,
+    }
+    lin = np.zeros(len(springs))
+    for k, weights in groups.items():
+        mask = kind == k
+        lin[mask] = _pair_mean(weights, springs[mask], n)
+    return lin
 
 
 def _linear_bending_springs(springs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
