@@ -79,3 +79,43 @@ class GradientCase:
         finally:
             sim.set_params(saved)
         return float(((out.numpy() - self.target) ** 2).sum())
+
+
+def curved_sheet(curvature: float) -> tuple[np.ndarray, list[list[int]]]:
+    """6 x 6 vertices over 1 m, every third quad split into two triangles, bent by
+    ``curvature * y^2`` plus a ripple along x: (vertices, polygons)."""
+    from warp_core import grid_mesh
+
+    base = grid_mesh(6, 6, 1.0, 1.0)
+    polygons: list[list[int]] = []
+    for k, p in enumerate(base.polygons()):
+        polygons += [[p[0], p[1], p[2]], [p[0], p[2], p[3]]] if k % 3 == 0 else [list(p)]
+    vertices = base.vertices.copy()
+    vertices[:, 2] = curvature * vertices[:, 1] ** 2 + 0.05 * np.sin(3 * vertices[:, 0])
+    return vertices, polygons
+
+
+def start_off_rest(
+    sim: ClothSimulator,
+    rng: np.random.Generator,
+    x_noise: float,
+    frame_end: int,
+    frames: list[int],
+    goals: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x0, v0, target): free vertices moved by ``x_noise`` off the rest shape (at exact rest
+    every spring sits on its tension/compression switch, where the loss has a kink and
+    finite differences mean nothing), a random v0, and the rollout from them plus 1 cm noise."""
+    free = (sim.topology.pinned == 0)[:, None]
+    rest = sim.mesh.vertices
+    x0 = rest + x_noise * rng.standard_normal(rest.shape) * free
+    v0 = 0.02 * rng.standard_normal(rest.shape) * free
+    target = sim.rollout(
+        frame_end,
+        frames,
+        goals=goals,
+        x0=wp.array(x0, dtype=vec3d),
+        v0=wp.array(v0, dtype=vec3d),
+        keep_states=False,
+    ).numpy()
+    return x0, v0, target + 0.01 * rng.standard_normal(target.shape)

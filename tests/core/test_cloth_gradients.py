@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import warp as wp
-from tape_check import GradientCase, vec3d
+from tape_check import GradientCase, curved_sheet, start_off_rest, vec3d
 
 from warp_core import ClothMesh, ClothParams, grid_mesh
 from warp_core.models.blender_cloth.params import PARAMETER_NAMES
@@ -22,25 +22,14 @@ def problem():
     The start state is moved off the rest shape: at exact rest every spring sits on the
     tension/compression switch, where the loss has a kink and finite differences mean nothing.
     """
-    base = grid_mesh(6, 6, 1.0, 1.0)
-    polygons: list[list[int]] = []
-    for k, p in enumerate(base.polygons()):
-        polygons += [[p[0], p[1], p[2]], [p[0], p[2], p[3]]] if k % 3 == 0 else [list(p)]
-    vertices = base.vertices.copy()
-    vertices[:, 2] = 0.3 * vertices[:, 1] ** 2 + 0.05 * np.sin(3 * vertices[:, 0])
+    vertices, polygons = curved_sheet(0.3)
     pins = np.where(vertices[:, 1] >= vertices[:, 1].max() - 1e-9, 1.0, 0.0)
     pins[3] = 0.8
     mesh = ClothMesh.from_polygons(vertices, polygons, pin_weights=pins)
     params = ClothParams(air_damping=1.5, pin_stiffness=2.0, goal_friction=3.0, bending_stiffness=2.0)
     sim = ClothSimulator(mesh, params, precision="float64")
     rng = np.random.default_rng(0)
-    free = (sim.topology.pinned == 0)[:, None]
-    x0 = mesh.vertices + 0.002 * rng.standard_normal(mesh.vertices.shape) * free
-    v0 = 0.02 * rng.standard_normal(mesh.vertices.shape) * free
-    target = sim.rollout(
-        FRAME_END, FRAMES, x0=wp.array(x0, dtype=vec3d), v0=wp.array(v0, dtype=vec3d), keep_states=False
-    ).numpy()
-    target += 0.01 * rng.standard_normal(target.shape)
+    x0, v0, target = start_off_rest(sim, rng, 0.002, FRAME_END, FRAMES)
     return sim, x0, v0, target, rng
 
 

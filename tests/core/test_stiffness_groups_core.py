@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import warp as wp
-from tape_check import GradientCase, vec3d
+from tape_check import GradientCase, start_off_rest
 
 from warp_core import ClothMesh, ClothParams, grid_mesh
 from warp_core.fit.problem import FitProblem, Target
@@ -92,15 +91,7 @@ def test_maxima_gradients_match_finite_differences(model: str) -> None:
         bending_model=model,
     )
     sim = ClothSimulator(mesh, params, precision="float64")
-    rng = np.random.default_rng(1)
-    free = (sim.topology.pinned == 0)[:, None]
-    # off the rest shape: at rest every spring sits on its tension/compression switch
-    x0 = mesh.vertices + 0.003 * rng.standard_normal(mesh.vertices.shape) * free
-    v0 = 0.02 * rng.standard_normal(mesh.vertices.shape) * free
-    target = sim.rollout(
-        FRAME_END, FRAMES, x0=wp.array(x0, dtype=vec3d), v0=wp.array(v0, dtype=vec3d), keep_states=False
-    ).numpy()
-    target += 0.01 * rng.standard_normal(target.shape)
+    x0, v0, target = start_off_rest(sim, np.random.default_rng(1), 0.003, FRAME_END, FRAMES)
     case = GradientCase(sim, FRAME_END, FRAMES, target)
     _, iterations, (param_grad, _, _) = case.tape_gradients(x0, v0)
     base = sim.param_values()
