@@ -140,6 +140,14 @@ PHYSICS = [
         ("tests/blender/test_stiffness_groups.py", "tests/core/test_stiffness_groups_core.py"),
     ),
     Mutation(
+        "shrinking_ignored",
+        "shrinking ignored: every spring at its unshrunk rest length",
+        TOPOLOGY,
+        "    return np.sqrt(k[pairs[:, 0]] * k[pairs[:, 1]])",
+        "    return np.ones(len(pairs))",
+        ("tests/blender/test_shrinking.py",),
+    ),
+    Mutation(
         "mass",
         "vertex mass 1 % too large in the system matrix (inertia)",
         SOLVER,

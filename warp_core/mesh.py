@@ -12,6 +12,8 @@ STIFFNESS_WEIGHT_FIELDS: tuple[str, ...] = (
     "shear_stiffness_weight",
     "bending_stiffness_weight",
 )
+# Per-vertex weights of the modifier's vertex groups (None: no group).
+VERTEX_GROUP_FIELDS: tuple[str, ...] = (*STIFFNESS_WEIGHT_FIELDS, "shrink_weight")
 
 
 @dataclass
@@ -23,7 +25,8 @@ class ClothMesh:
     order), including loose ones. ``pin_weights`` are the raw vertex-group weights of the
     cloth modifier's pin group (0 where a vertex is not in the group). The
     ``*_stiffness_weight`` arrays are the weights of the modifier's structural, shear and
-    bending stiffness groups (0 outside the group), None where no group is set.
+    bending stiffness groups (0 outside the group), None where no group is set;
+    ``shrink_weight`` those of its shrinking group the same way.
     """
 
     vertices: np.ndarray  # (N, 3) float64, world space, metres
@@ -34,6 +37,7 @@ class ClothMesh:
     structural_stiffness_weight: np.ndarray | None = None  # (N,) float64 in [0, 1], or None
     shear_stiffness_weight: np.ndarray | None = None
     bending_stiffness_weight: np.ndarray | None = None
+    shrink_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float64).reshape(-1, 3)
@@ -43,7 +47,7 @@ class ClothMesh:
         if self.pin_weights is None:
             self.pin_weights = np.zeros(len(self.vertices))
         self.pin_weights = np.ascontiguousarray(self.pin_weights, dtype=np.float64).ravel()
-        for name in STIFFNESS_WEIGHT_FIELDS:
+        for name in VERTEX_GROUP_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, np.ascontiguousarray(value, dtype=np.float64).ravel())

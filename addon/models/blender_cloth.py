@@ -88,8 +88,8 @@ def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> C
 
     Edges keep Blender's order and polygons their loop order (both decide the order of
     Blender's springs). Pin weights come from the modifier's pin group
-    (``settings.vertex_group_mass``), 0 for vertices outside it; the stiffness groups'
-    weights the same way, None where a group is not set.
+    (``settings.vertex_group_mass``), 0 for vertices outside it; the stiffness and shrinking
+    groups' weights the same way, None where a group is not set.
     """
     mod = _require_cloth(ob)
     if input_is_object_data(ob, mod, depsgraph):
@@ -103,10 +103,11 @@ def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> C
 
 
 # ClothMesh field <- ClothSettings property naming the vertex group
-STIFFNESS_GROUPS: dict[str, str] = {
+VERTEX_GROUPS: dict[str, str] = {
     "structural_stiffness_weight": "vertex_group_structural_stiffness",
     "shear_stiffness_weight": "vertex_group_shear_stiffness",
     "bending_stiffness_weight": "vertex_group_bending",
+    "shrink_weight": "vertex_group_shrink",
 }
 
 
@@ -114,7 +115,7 @@ def _read_cloth_mesh(
     ob: bpy.types.Object, mod: bpy.types.ClothModifier, me: bpy.types.Mesh, matrix: np.ndarray
 ) -> ClothMesh:
     mesh = read_mesh(me, matrix, vertex_group_weights(me, ob, mod.settings.vertex_group_mass))
-    for field, prop in STIFFNESS_GROUPS.items():
+    for field, prop in VERTEX_GROUPS.items():
         group = getattr(mod.settings, prop)
         # a name that matches no group of the object makes Blender read no weights either
         if group and group in ob.vertex_groups:

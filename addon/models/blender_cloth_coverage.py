@@ -8,7 +8,8 @@ a new Blender adds is decided on instead of being silently ignored by the fit.
 
 from __future__ import annotations
 
-# Read by the model: ClothParams fields, the pin and stiffness groups, and the gravity weight.
+# Read by the model: ClothParams fields, the pin, stiffness and shrinking groups, and the
+# gravity weight.
 SIMULATED: dict[str, tuple[str, ...]] = {
     "ClothSettings": (
         "tension_stiffness",
@@ -35,6 +36,9 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "vertex_group_structural_stiffness",
         "vertex_group_shear_stiffness",
         "vertex_group_bending",
+        "shrink_min",
+        "shrink_max",
+        "vertex_group_shrink",
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
     "ClothCollisionSettings": (),
@@ -64,9 +68,6 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "use_sewing_springs",
         "sewing_force_max",
         "use_dynamic_mesh",
-        "shrink_min",
-        "shrink_max",
-        "vertex_group_shrink",
         "rest_shape_key",
         "goal_default",
     ),

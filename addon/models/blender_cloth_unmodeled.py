@@ -36,12 +36,6 @@ def _cloth_settings(ob: bpy.types.Object, s: bpy.types.ClothSettings) -> Iterato
         yield _on("Sewing", "settings.use_sewing_springs") + " and the mesh has loose (sewing) edges"
     if s.use_dynamic_mesh:
         yield _on("Dynamic Mesh", "settings.use_dynamic_mesh")
-    for name in ("shrink_min", "shrink_max"):
-        value = float(getattr(s, name))
-        if value != 0.0:
-            yield f"Shrinking ({'settings.' + name}) is {value:g}"
-    if s.vertex_group_shrink:
-        yield f"Shrinking Group (settings.vertex_group_shrink) is set to '{s.vertex_group_shrink}'"
     keys = ob.data.shape_keys
     # the reference key is what Blender sets by itself, and the shape the model starts from
     if s.rest_shape_key is not None and (keys is None or s.rest_shape_key != keys.reference_key):

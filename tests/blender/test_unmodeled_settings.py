@@ -104,9 +104,6 @@ REFUSED = {
         "settings.use_sewing_springs",
     ),
     "dynamic mesh": (settings(use_dynamic_mesh=True), "settings.use_dynamic_mesh"),
-    "shrink min": (settings(shrink_min=0.2), "settings.shrink_min"),
-    "shrink max": (settings(shrink_max=0.2), "settings.shrink_max"),
-    "shrink group": (group_setting("vertex_group_shrink"), "settings.vertex_group_shrink"),
     "rest shape key": (rest_key, "settings.rest_shape_key"),
     "goal default": (pinned_goal_default, "settings.goal_default"),
     "quality 1": (settings(quality=1), "settings.quality"),
@@ -169,6 +166,10 @@ ACCEPTED = {
     "structural group": group_setting("vertex_group_structural_stiffness"),
     "shear group": group_setting("vertex_group_shear_stiffness"),
     "bending group": group_setting("vertex_group_bending"),
+    # simulated: shrinking
+    "shrink min": settings(shrink_min=0.2),
+    "shrink max": settings(shrink_max=0.2),
+    "shrink group": group_setting("vertex_group_shrink"),
     "goal default without a pin group": lambda ob: (
         setattr(cloth(ob).settings, "vertex_group_mass", ""),
         pinned_goal_default(ob),

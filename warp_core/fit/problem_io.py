@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_write
-from ..mesh import STIFFNESS_WEIGHT_FIELDS, ClothMesh
+from ..mesh import VERTEX_GROUP_FIELDS, ClothMesh
 from ..models import get_model
 from .engine import problem_metadata
 from .problem import FitProblem, Target
@@ -31,7 +31,7 @@ def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
         "edges": problem.mesh.edges,
         "pin_weights": problem.mesh.pin_weights,
     }
-    for name in STIFFNESS_WEIGHT_FIELDS:
+    for name in VERTEX_GROUP_FIELDS:
         weights = getattr(problem.mesh, name)
         if weights is not None:
             arrays[name] = np.asarray(weights, dtype=np.float64)
@@ -77,7 +77,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             arrays["polygon_offsets"],
             arrays["edges"],
             arrays["pin_weights"],
-            **{name: arrays.get(name) for name in STIFFNESS_WEIGHT_FIELDS},
+            **{name: arrays.get(name) for name in VERTEX_GROUP_FIELDS},
         )
         params = model.settings_from_dict(meta["params"])
         targets = [

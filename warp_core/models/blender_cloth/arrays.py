@@ -49,7 +49,7 @@ class ClothArrays:
     vertex_hinge_roles: wp.array  # int32 bit mask: in face a, in face b, on the hinge axis
     spring_rest_length: wp.array  # (S,) dtype
     hinge_rest_angle: wp.array  # (H,) dtype
-    avg_spring_length: float  # mean structural rest length; scales the spring stiffnesses
+    avg_spring_length: float  # mean structural (shrunk) rest length; scales the spring stiffnesses
 
     @classmethod
     def build(cls, mesh: ClothMesh, top: Topology, dtype: type, device: str) -> ClothArrays:
@@ -79,6 +79,7 @@ class ClothArrays:
         goal_weight = wp.array(top.goal_weight.astype(np_float), dtype=dtype, device=d)
         spring_lin_stiffness = wp.array(top.spring_lin_stiffness.astype(np_float), dtype=dtype, device=d)
         hinge_ang_stiffness = wp.array(top.hinge_ang_stiffness.astype(np_float), dtype=dtype, device=d)
+        spring_shrink = wp.array(top.spring_shrink.astype(np_float), dtype=dtype, device=d)
         spring_rest_length = wp.zeros(n_springs, dtype=dtype, device=d)
         hinge_rest_angle = wp.zeros(n_hinges, dtype=dtype, device=d)
         with suspended_tape():
@@ -86,7 +87,7 @@ class ClothArrays:
                 fk.spring_rest_lengths,
                 dim=n_springs,
                 device=d,
-                inputs=[rest_positions, spring_vertices],
+                inputs=[rest_positions, spring_vertices, spring_shrink],
                 outputs=[spring_rest_length],
             )
             if n_hinges:

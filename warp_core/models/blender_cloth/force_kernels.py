@@ -167,12 +167,14 @@ def force_kernels(dtype) -> SimpleNamespace:
     def spring_rest_lengths(
         x: wp.array(dtype=vec3),
         spring_vertices: wp.array(dtype=wp.vec2i),
+        spring_shrink: wp.array(dtype=dtype),
         spring_rest_length: wp.array(dtype=dtype),
     ):
         s = wp.tid()
         ij = spring_vertices[s]
         # same expression as the runtime length, so springs at rest stay exactly at rest
-        spring_rest_length[s] = wp.length(x[ij[1]] - x[ij[0]])
+        # (a factor of 1, no shrinking, leaves it unchanged)
+        spring_rest_length[s] = wp.length(x[ij[1]] - x[ij[0]]) * spring_shrink[s]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def hinge_rest_angles(

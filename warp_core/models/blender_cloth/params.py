@@ -62,6 +62,9 @@ class ClothParams:
     quality: int = 5
     time_scale: float = 1.0
     bending_model: str = "ANGULAR"  # or "LINEAR"
+    # shrinking: spring rest lengths times cloth_shrink_factor, built once into the springs
+    shrink_min: float = 0.0
+    shrink_max: float = 0.0
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
 
     def values(self) -> dict[str, float]:
@@ -94,6 +97,11 @@ class ClothParams:
             raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
         if self.bending_model not in ("ANGULAR", "LINEAR"):
             raise ValueError(f"bending_model must be 'ANGULAR' or 'LINEAR', got {self.bending_model!r}")
+        for name in ("shrink_min", "shrink_max"):
+            v = getattr(self, name)
+            # Blender's hard range is [-FLT_MAX, 1]: at most 1 keeps every shrink factor >= 0
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v > 1.0:
+                raise ValueError(f"{name} must be a finite number <= 1, got {v!r}")
         if len(self.gravity) != 3 or not all(math.isfinite(g) for g in self.gravity):
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
 

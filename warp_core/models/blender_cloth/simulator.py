@@ -75,7 +75,7 @@ class ClothSimulator:
         self.dtype = DTYPES[precision]
         self.start_frame = int(start_frame)
         self.settings = params
-        self.topology = build_topology(mesh, params.bending_model)
+        self.topology = build_topology(mesh, params.bending_model, params.shrink_min, params.shrink_max)
         self.arrays = ClothArrays.build(mesh, self.topology, self.dtype, self.device)
         self.solver = SubstepSolver(self.arrays)
         self.kernels = self.solver.kernels
@@ -112,6 +112,8 @@ class ClothSimulator:
             values.validate()
             if values.bending_model != self.settings.bending_model:
                 raise ValueError("bending_model changes the springs: build a new ClothSimulator")
+            if (values.shrink_min, values.shrink_max) != (self.settings.shrink_min, self.settings.shrink_max):
+                raise ValueError("shrinking changes the rest lengths: build a new ClothSimulator")
             self.settings = values
             values = values.values()
         unknown = set(values) - set(ALL_PARAMETER_NAMES)

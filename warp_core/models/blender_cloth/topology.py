@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...mesh import STIFFNESS_WEIGHT_FIELDS, ClothMesh
+from ...mesh import VERTEX_GROUP_FIELDS, ClothMesh
 
 SPRING_STRUCTURAL = 0
 SPRING_SHEAR = 1
@@ -54,6 +54,8 @@ class Topology:
     # vertices, weighting the span from the stiffness to its maximum
     spring_lin_stiffness: np.ndarray  # (S,) float64
     hinge_ang_stiffness: np.ndarray  # (H,) float64
+    # cloth_shrink_factor of each spring: its rest length is the rest distance times this
+    spring_shrink: np.ndarray  # (S,) float64
 
     @property
     def structural_mask(self) -> np.ndarray:
@@ -89,7 +91,7 @@ def validate_mesh(mesh: ClothMesh) -> None:
     w = mesh.pin_weights
     if len(w) != n or not np.isfinite(w).all() or w.min() < 0 or w.max() > 1:
         raise ValueError("pin weights must be one finite value in [0, 1] per vertex")
-    for name in STIFFNESS_WEIGHT_FIELDS:
+    for name in VERTEX_GROUP_FIELDS:
         g = getattr(mesh, name)
         if g is not None and (len(g) != n or not np.isfinite(g).all() or g.min() < 0 or g.max() > 1):
             raise ValueError(f"{name} must be one finite value in [0, 1] per vertex")
@@ -201,7 +203,9 @@ def _check_corners(mesh: ClothMesh) -> None:
     )
 
 
-def build_topology(mesh: ClothMesh, bending_model: str = "ANGULAR") -> Topology:
+def build_topology(
+    mesh: ClothMesh, bending_model: str = "ANGULAR", shrink_min: float = 0.0, shrink_max: float = 0.0
+) -> Topology:
     """Springs and hinges as Blender's ``cloth_build_springs`` makes them."""
     validate_mesh(mesh)
     angular = bending_model == "ANGULAR"
@@ -269,6 +273,7 @@ def build_topology(mesh: ClothMesh, bending_model: str = "ANGULAR") -> Topology:
         flat += fb
 
     hinge_arr = np.array([(h[0], h[1]) for h in hinges], dtype=np.int32).reshape(-1, 2)
+    n_vertices = mesh.vertex_count
     w4 = mesh.pin_weights**4
     pinned = (w4 >= SOFTGOALSNAP).astype(np.int32)
     goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), w4, 0.0)
@@ -284,7 +289,21 @@ def build_topology(mesh: ClothMesh, bending_model: str = "ANGULAR") -> Topology:
         goal_weight=goal,
         spring_lin_stiffness=_spring_lin_stiffness(mesh, spring_arr, kind_arr),
         hinge_ang_stiffness=_pair_mean(mesh.bending_stiffness_weight, hinge_arr, mesh.vertex_count),
+        spring_shrink=shrink_factors(mesh.shrink_weight, spring_arr, n_vertices, shrink_min, shrink_max),
     )
+
+
+def shrink_factors(
+    weights: np.ndarray | None, pairs: np.ndarray, n: int, shrink_min: float, shrink_max: float
+) -> np.ndarray:
+    """cloth_shrink_factor per pair: each vertex's factor runs linearly from 1 - shrink_min
+    at group weight 0 (also outside the group, and everywhere without one) to
+    1 - shrink_max at weight 1, and a spring takes the geometric mean of its two vertices'.
+    Blender shrinks every cloth spring this way (structural, shear, linear bending), not the
+    hinges' rest angles, which it measures on the unshrunk rest shape."""
+    w = np.zeros(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    k = (1.0 - shrink_min) + (shrink_min - shrink_max) * w
+    return np.sqrt(k[pairs[:, 0]] * k[pairs[:, 1]])
 
 
 def _pair_mean(weights: np.ndarray | None, pairs: np.ndarray, n: int) -> np.ndarray:
