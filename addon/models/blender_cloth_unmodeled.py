@@ -44,7 +44,9 @@ def _cloth_settings(ob: bpy.types.Object, s: bpy.types.ClothSettings) -> Iterato
         # vertices outside the pin group start from this goal weight instead of 0
         yield f"Default Goal (settings.goal_default) is {s.goal_default:g} with a pin group"
     if int(s.quality) == 1:
-        # one step a frame: measured 1.9 mm off Blender on a clamped sheet
+        # one step a frame: Blender's own result moves 0.8-3 % of the motion when the mass
+        # changes by one part in a million (a truncated CG stopping one iteration earlier or
+        # later), and this model lands as far from it; quality 2 moves 0.1-0.3 %, 5 about 1e-6
         yield "Quality Steps (settings.quality) is 1"
 
 
