@@ -72,6 +72,10 @@ class SceneModel(Protocol):
     ) -> list[str]:
         """One phrase per setting in use that changes the motion but is not simulated."""
 
+    def cautions(self, mod: bpy.types.Modifier) -> list[str]:
+        """One warning per setting that is simulated but makes the scene's own solver too
+        sensitive for its replay of any values to match the fit closely."""
+
     def current_values(self, mod: bpy.types.Modifier, names: Sequence[str]) -> dict[str, Any]:
         """The modifier's values of ``names`` as plain numbers (for Revert)."""
 

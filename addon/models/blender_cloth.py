@@ -27,7 +27,7 @@ from ..scene.mesh_read import (
     world_positions,
 )
 from .base import TieOption
-from .blender_cloth_unmodeled import unmodeled_settings
+from .blender_cloth_unmodeled import cautions, unmodeled_settings
 
 NAME = "blender_cloth"
 
@@ -261,6 +261,9 @@ class BlenderClothScene:
         self, scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier
     ) -> list[str]:
         return unmodeled_settings(scene, ob, mod)
+
+    def cautions(self, mod: bpy.types.ClothModifier) -> list[str]:
+        return cautions(mod)
 
     def current_values(self, mod: bpy.types.ClothModifier, names: Sequence[str]) -> dict[str, Any]:
         return modifier_values(mod, names)

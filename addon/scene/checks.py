@@ -74,8 +74,10 @@ def unmodeled_warnings(
     scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.Modifier, request: FitRequest
 ) -> list[str]:
     """The settings in use that change the motion but are not simulated: FitInputError naming
-    them, or with ``request.allow_unmodeled`` one warning each for the result record."""
-    found = scene_model(request.model).unmodeled_settings(scene, ob, mod)
+    them, or with ``request.allow_unmodeled`` one warning each for the result record; then
+    the model's cautions (simulated settings that keep a replay from matching closely)."""
+    model = scene_model(request.model)
+    found = model.unmodeled_settings(scene, ob, mod)
     if found and not request.allow_unmodeled:
         it = "it" if len(found) == 1 else "them"
         raise FitInputError(
@@ -86,7 +88,7 @@ def unmodeled_warnings(
     return [
         f"'{ob.name}': {what}; the fit does not simulate it, so the fitted values may make up for it"
         for what in found
-    ]
+    ] + [f"'{ob.name}': {caution}" for caution in model.cautions(mod)]
 
 
 def check_rest_shape(ob: bpy.types.Object, request: FitRequest) -> None:
