@@ -189,6 +189,37 @@ def move_and_turn(ob: bpy.types.Object, frame_end: int = 20) -> None:
     bpy.context.scene.frame_set(1)
 
 
+def ramp_weights(mesh: ClothMesh) -> np.ndarray:
+    """Vertex-group weights from 0 to 1 across the sheet in x, with every seventh vertex left
+    out of the group (weight 0 there, as Blender gives a vertex outside the group)."""
+    x = mesh.vertices[:, 0]
+    weights = (x - x.min()) / np.ptp(x)
+    weights[::7] = 0.0
+    return weights
+
+
+def add_cloth_group(ob: bpy.types.Object, name: str, weights: np.ndarray, setting: str) -> None:
+    """A vertex group ``name`` holding the vertices of weight > 0, set as the cloth's ``setting``
+    (e.g. ``vertex_group_shrink``)."""
+    group = ob.vertex_groups.new(name=name)
+    for index in np.flatnonzero(weights > 0.0):
+        group.add([int(index)], float(weights[index]), "REPLACE")
+    setattr(cloth_scene.find_cloth_modifier(ob).settings, setting, name)
+
+
+def relative_deviation(ours: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
+    """(max |ours - reference| / largest displacement of the reference, that displacement)."""
+    displacement = float(np.abs(reference - reference[0]).max())
+    return float(np.abs(ours - reference).max()) / displacement, displacement
+
+
+def replay_rmse(ob: bpy.types.Object, reference: np.ndarray, frames: list[int]) -> float:
+    """RMSE over ``frames`` of Blender's cloth re-simulated now against ``reference``."""
+    replay = run_blender_cloth(ob, max(frames))
+    errors = np.concatenate([np.linalg.norm(replay[f - 1] - reference[f - 1], axis=1) for f in frames])
+    return float(np.sqrt(np.mean(errors**2)))
+
+
 def export_from_blender(ob: bpy.types.Object) -> tuple[ClothMesh, ClothParams]:
     """The object's cloth input mesh and settings as exported by the add-on."""
     mod = cloth_scene.find_cloth_modifier(ob)

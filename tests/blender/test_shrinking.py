@@ -13,12 +13,16 @@ import bpy
 import numpy as np
 import pytest
 from blender_ref import (
+    add_cloth_group,
     addon_package,
     cloth_scene,
     export_from_blender,
     grid_mesh,
     make_cloth_object,
     pin_row_weights,
+    ramp_weights,
+    relative_deviation,
+    replay_rmse,
     run_blender_cloth,
 )
 
@@ -29,31 +33,15 @@ CASES = {
 }
 
 
-def group_weights(mesh) -> np.ndarray:
-    """0 to 1 across the sheet in x, with a few vertices left out of the group (weight 0
-    there, as Blender gives a vertex outside the group)."""
-    x = mesh.vertices[:, 0]
-    weights = (x - x.min()) / np.ptp(x)
-    weights[::7] = 0.0
-    return weights
-
-
-def add_shrink_group(ob: bpy.types.Object, weights: np.ndarray) -> None:
-    group = ob.vertex_groups.new(name="shrink")
-    for index in np.flatnonzero(weights > 0.0):
-        group.add([int(index)], float(weights[index]), "REPLACE")
-    cloth_scene.find_cloth_modifier(ob).settings.vertex_group_shrink = "shrink"
-
-
 def shrunk_cloth(
     mesh, settings: dict, with_group: bool, frames: int
 ) -> tuple[bpy.types.Object, np.ndarray | None]:
     ob = make_cloth_object(
         mesh, pin_weights=pin_row_weights(mesh, rows=1), settings=settings, frame_end=frames
     )
-    weights = group_weights(mesh) if with_group else None
+    weights = ramp_weights(mesh) if with_group else None
     if weights is not None:
-        add_shrink_group(ob, weights)
+        add_cloth_group(ob, "shrink", weights, "vertex_group_shrink")
     return ob, weights
 
 
@@ -75,8 +63,7 @@ def deviation(case: str, change: dict | None = None) -> tuple[float, float]:
     if change:
         params = params.replace(**change)
     ours = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu").simulate(frames)
-    displacement = float(np.abs(reference - reference[0]).max())
-    return float(np.abs(ours - reference).max()) / displacement, displacement
+    return relative_deviation(ours, reference)
 
 
 # Limits about 10 times the deviation measured (max over vertices and frames / largest
@@ -133,7 +120,5 @@ def test_fit_on_a_shrunk_cloth_replays_in_blender() -> None:
 
     mod = cloth_scene.find_cloth_modifier(ob)
     cloth_scene.set_modifier_values(mod, fitted)
-    replay = run_blender_cloth(ob, max(frames))
-    errors = np.concatenate([np.linalg.norm(replay[f - 1] - reference[f - 1], axis=1) for f in frames])
-    rmse = float(np.sqrt(np.mean(errors**2)))
+    rmse = replay_rmse(ob, reference, frames)
     assert rmse <= REPLAY_RMSE, rmse

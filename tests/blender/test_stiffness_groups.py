@@ -13,12 +13,16 @@ import bpy
 import numpy as np
 import pytest
 from blender_ref import (
+    add_cloth_group,
     addon_package,
     cloth_scene,
     export_from_blender,
     grid_mesh,
     make_cloth_object,
     pin_row_weights,
+    ramp_weights,
+    relative_deviation,
+    replay_rmse,
     run_blender_cloth,
 )
 
@@ -57,20 +61,8 @@ CASES = {
 }
 
 
-def group_weights(mesh) -> np.ndarray:
-    """0 to 1 across the sheet in x, with a few vertices left out of the group (weight 0
-    there, as Blender gives a vertex outside the group)."""
-    x = mesh.vertices[:, 0]
-    weights = (x - x.min()) / np.ptp(x)
-    weights[::7] = 0.0
-    return weights
-
-
 def add_group(ob: bpy.types.Object, kind: str, weights: np.ndarray) -> None:
-    group = ob.vertex_groups.new(name=kind)
-    for index in np.flatnonzero(weights > 0.0):
-        group.add([int(index)], float(weights[index]), "REPLACE")
-    setattr(cloth_scene.find_cloth_modifier(ob).settings, GROUP_PROPERTY[kind], kind)
+    add_cloth_group(ob, kind, weights, GROUP_PROPERTY[kind])
 
 
 def grouped_cloth(case: str):
@@ -79,7 +71,7 @@ def grouped_cloth(case: str):
     ob = make_cloth_object(
         mesh, pin_weights=pin_row_weights(mesh, rows=rows), settings=settings, frame_end=frames
     )
-    weights = group_weights(mesh)
+    weights = ramp_weights(mesh)
     add_group(ob, kind, weights)
     return ob, kind, weights, frames
 
@@ -96,8 +88,7 @@ def deviation(case: str, change: dict | None = None) -> tuple[float, float]:
     if change:
         params = params.replace(**change)
     ours = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu").simulate(frames)
-    displacement = float(np.abs(reference - reference[0]).max())
-    return float(np.abs(ours - reference).max()) / displacement, displacement
+    return relative_deviation(ours, reference)
 
 
 # Limits about 10 times the deviation measured (max over vertices and frames / largest
@@ -138,7 +129,7 @@ def test_fit_of_a_maximum_replays_in_blender() -> None:
     ob = make_cloth_object(
         mesh, pin_weights=pin_row_weights(mesh, rows=2), settings=truth, frame_end=max(frames)
     )
-    add_group(ob, "structural", group_weights(mesh))
+    add_group(ob, "structural", ramp_weights(mesh))
     reference = run_blender_cloth(ob, max(frames))
     targets = [fit_module.Target(f, reference[f - 1]) for f in frames]
 
@@ -154,7 +145,5 @@ def test_fit_of_a_maximum_replays_in_blender() -> None:
     mod = cloth_scene.find_cloth_modifier(ob)
     cloth_scene.set_modifier_values(mod, {"tension_stiffness_max": fitted})
     assert mod.settings.tension_stiffness_max == pytest.approx(fitted, rel=1e-6)
-    replay = run_blender_cloth(ob, max(frames))
-    errors = np.concatenate([np.linalg.norm(replay[f - 1] - reference[f - 1], axis=1) for f in frames])
-    rmse = float(np.sqrt(np.mean(errors**2)))
+    rmse = replay_rmse(ob, reference, frames)
     assert rmse <= REPLAY_RMSE, rmse
