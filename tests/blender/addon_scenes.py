@@ -8,6 +8,7 @@ it (used by the operator tests and compared with batch.py's) runs once per sessi
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -260,3 +261,63 @@ def demo_operator_fit() -> dict[str, Any]:
     out["stack_reverted"] = modifier_stack(ob)
     out["state_reverted"] = fit_state(ob)
     return out
+
+
+# -- selections, and two swatches of one fabric ---------------------------------------------------------
+
+
+def select(objects: list[bpy.types.Object], active: bpy.types.Object) -> None:
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    for ob in objects:
+        ob.select_set(True)
+    bpy.context.view_layer.objects.active = active
+
+
+# A swatch hanging from its top edge settles: its stretch says how stiff the fabric is, but once
+# at rest, not how much air slows it. The same swatch falling flat does not stretch at all: its
+# fall says how much air slows it, nothing about stiffness. Together they determine both.
+SWATCH_TRUTH = {"tension_stiffness": 4.0, "compression_stiffness": 4.0, "air_damping": 2.5}
+SWATCH_SETTINGS = {"tension_damping": 25.0}  # the same (unfitted) setting on both
+SWATCHES = ["Hanging swatch", "Falling swatch"]
+SWATCH_FRAMES = {"Hanging swatch": [40, 60], "Falling swatch": [5, 10]}
+SWATCH_UNDETERMINED_ALONE = {"Hanging swatch": ["air_damping"], "Falling swatch": ["tension_stiffness"]}
+
+
+def swatches(folder: Path) -> Path:
+    """Both swatches with targets from Blender's cloth (one hidden material), fitting tension
+    (compression tied) and air damping; saved. The falling swatch's targets come early: over
+    a longer fall, the deviations Blender's CG tolerance leaves (1 % of each substep's solve)
+    are as large as what a 1 % change of stiffness does, and a tangent sees those."""
+    n, size = 10, 1.0
+    flat = grid_mesh(n, n, size, size)
+    hanging = dataclasses.replace(flat)
+    hanging.vertices = np.stack([flat.vertices[:, 0], np.zeros(len(flat.vertices)), flat.vertices[:, 1]], 1)
+    top = hanging.vertices[:, 2] >= hanging.vertices[:, 2].max() - 1e-9
+    frames = SWATCH_FRAMES
+    objects = [
+        make_cloth_object(
+            hanging,
+            name=SWATCHES[0],
+            pin_weights=top.astype(float),
+            settings=SWATCH_SETTINGS,
+            location=(0.0, 0.0, 2.0),
+            frame_end=max(frames[SWATCHES[0]]),
+        ),
+        make_cloth_object(
+            flat,
+            name=SWATCHES[1],
+            pin_weights=np.zeros(len(flat.vertices)),
+            settings=SWATCH_SETTINGS,
+            location=(3.0, 0.0, 4.0),
+            frame_end=max(frames[SWATCHES[1]]),
+        ),
+    ]
+    for ob in objects:
+        s = ob.fit_to_target
+        s.fit_tension_stiffness, s.fit_bending_stiffness, s.fit_air_damping = True, False, True
+        s.tie_compression = True
+        add_targets_from_blender(ob, SWATCH_TRUTH, frames[ob.name])
+    path = folder / "swatches.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path

@@ -2,11 +2,12 @@
 
 Levenberg–Marquardt takes the keyframe residuals and a Jacobian of forward tangents, as
 central differences of rollouts with the model's discrete choices (``Rollout.frozen``, e.g.
-a solver's iteration counts) repeated from the base point. The step is deliberately not
-tiny: a stiff sheet can be chaotic at the micrometre scale (explicit bending inside an
-implicit step, springs switching between tension and compression), where the exact local
-derivative says nothing about the next LM step; a 1 % step in log space measures the
-slope that matters. In float32 the rollouts carry rounding noise of about 1e-5 of the
+a solver's iteration counts) repeated from the base point, except where repeating them
+would leave a solve far from converged (see the model's ``Rollout.frozen``). The step is
+deliberately not tiny: a stiff sheet can be chaotic at the micrometre scale (explicit
+bending inside an implicit step, springs switching between tension and compression),
+where the exact local derivative says nothing about the next LM step; a 1 % step in log
+space measures the slope that matters. In float32 the rollouts carry rounding noise of about 1e-5 of the
 motion, so the step is 3 % there (the step that balances that noise against the
 curvature the central difference neglects). Next to a bound the difference is one-sided,
 towards the inside: no simulation runs outside the bounds. Adam takes the exact tape

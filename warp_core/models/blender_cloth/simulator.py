@@ -43,8 +43,15 @@ class Rollout:
 
     @property
     def frozen(self) -> np.ndarray:
-        """Pass as ``rollout(frozen=...)`` to repeat this rollout's CG iteration counts."""
-        return self.cg_iterations
+        """Pass as ``rollout(frozen=...)`` to repeat this rollout's CG iteration counts at
+        nearby parameter values (a tangent's rollouts): the same count in each substep, so
+        no switch between counts makes the tangent jump, except where that count leaves
+        the residual still 10 times above Blender's tolerance: there it iterates on. One
+        iteration short can move a falling sheet by far more than a 1 % parameter change
+        does (its CG converges in a few steep steps); a stiff pinned sheet converges
+        gradually and keeps its counts. (Exact counts, ``rollout(frozen=cg_iterations)``,
+        are what the tape's gradient is checked against.)"""
+        return -2 - np.asarray(self.cg_iterations, dtype=np.int32)
 
     def numpy(self) -> np.ndarray:
         return self.positions.numpy().astype(np.float64)
@@ -175,8 +182,9 @@ class ClothSimulator:
         """Simulate from ``start_frame`` to ``frame_end``; positions at ``output_frames``
         (default: every frame). ``goals[f - start_frame]`` are the pin goals (mesh input
         positions) of each frame; default the rest positions. Inside an active ``wp.Tape``
-        the backward pass is recorded on it. ``frozen`` (a rollout's ``frozen``) repeats
-        given CG iteration counts; ``keep_states`` (default: inside a tape) keeps the state
+        the backward pass is recorded on it. ``frozen`` gives each substep's CG iterations:
+        ``n >= 0`` exactly n, ``-2 - n`` n and more only while far from converged (a
+        rollout's ``frozen``), -1 Blender's test; ``keep_states`` (default: inside a tape) keeps the state
         at every substep start; on the kernel-by-kernel path the host checks CG convergence
         every ``check_every`` iterations (default 1 on the CPU, 8 elsewhere)."""
         f0 = self.start_frame

@@ -158,8 +158,9 @@ def solver_kernels(dtype) -> SimpleNamespace:
     def cg_start(
         delta: wp.array(dtype=dtype), frozen: wp.array(dtype=wp.int32), active: wp.array(dtype=wp.int32)
     ):
-        # frozen[0] >= 0: run exactly that many iterations (a device value, so one captured
-        # graph serves every substep)
+        # frozen[0] >= 0: run exactly that many iterations; <= -2: -2 - frozen[0] iterations,
+        # more if still far from converged; -1: Blender's test (a device value, so one
+        # captured graph serves every substep)
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
         frozen_count = frozen[0]
         if frozen_count >= 0:
@@ -226,6 +227,13 @@ def solver_kernels(dtype) -> SimpleNamespace:
         if active[k] != 0:
             if frozen_count >= 0:
                 if k + 1 < frozen_count:
+                    act = 1
+            elif frozen_count <= -2:
+                # a floor (a perturbed rollout for a tangent): the given count, and more only
+                # while the residual is still 10x above Blender's tolerance (r.r 100x)
+                if k + 1 < -2 - frozen_count:
+                    act = 1
+                elif delta[k + 1] > dtype(100.0) * tolerance * delta[0] and k + 1 < max_iterations:
                     act = 1
             elif delta[k + 1] > tolerance * delta[0] and k + 1 < max_iterations:
                 act = 1

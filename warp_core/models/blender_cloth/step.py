@@ -42,7 +42,9 @@ class CGControl:
     """How the CG loop decides when to stop.
 
     ``frozen_count >= 0``: run exactly that many iterations, with no host checks.
-    Otherwise stop on Blender's criterion, reading the device's convergence flag every
+    ``frozen_count <= -2``: run ``-2 - frozen_count`` iterations, and more only while the
+    residual is still 10 times above Blender's tolerance. Otherwise (-1) stop on Blender's criterion,
+    reading the device's convergence flag every
     ``check_every`` iterations. ``in_graph``: launch all ``CG_MAX_ITERATIONS`` iterations
     (those past convergence are masked no-ops) without host checks, taking the iteration
     count from ``SubstepBuffers.frozen`` as the caller set it, so the launches can be
@@ -54,7 +56,8 @@ class CGControl:
     in_graph: bool = False
 
 
-CG_UNTIL_CONVERGED = CGControl()  # Blender's stopping test, checked after every iteration
+CG_UNTIL_CONVERGED = CGControl()
+  # Blender's stopping test, checked after every iteration
 
 
 class SubstepSolver:
