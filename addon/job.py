@@ -1,7 +1,8 @@
 """A fit running in a worker thread, reporting through a queue (no bpy here).
 
 The modal operator polls :meth:`FitJob.poll` from a window-manager timer; tests drive the
-same class directly. The worker only touches the plain-array :class:`FitProblem`, never
+same class directly. A job runs one or several fits (the selected objects, one after
+another, or one shared fit of them all). The worker only touches the plain-array :class:`FitProblem`, never
 Blender data, so nothing here needs the main thread.
 """
 
@@ -14,47 +15,78 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..warp_core.errors import one_line
-from ..warp_core.fit import FitError, FitProblem, FitResult, FitSettings, fit
+from ..warp_core.fit import FitError, FitSettings, fit
 
 
 @dataclass
 class JobMessage:
-    """``kind`` is "progress" (one per optimizer iteration), "done" or "error" (the last one)."""
+    """``kind`` is "progress" (one per optimizer iteration of task ``task``), then "done" or
+    "error" once (the last message; "error" only for a job of one task)."""
 
     kind: str
     iteration: int = 0
     loss: float = float("nan")
     values: dict[str, float] = field(default_factory=dict)
     elapsed_s: float = 0.0
-    result: FitResult | None = None
+    result: Any = None
     error: str = ""
+    task: int = 0
 
 
-FitFunction = Callable[..., FitResult]
+FitFunction = Callable[..., Any]
+
+
+@dataclass
+class FitTask:
+    """One fit of a job: ``fit_function(problem, settings, progress=, cancel=)``, e.g.
+    ``warp_core.fit.fit`` on a FitProblem, or ``fit_shared`` on a list of them."""
+
+    problem: Any
+    settings: FitSettings | None
+    fit_function: FitFunction = fit
 
 
 class FitJob:
-    """Run ``fit(problem, settings)`` in a daemon thread.
+    """Run fits one after another in a daemon thread.
 
     ``start()`` launches it, ``poll()`` returns the messages that arrived since the last
-    call, ``cancel()`` asks the optimizer to stop after its current iteration (the fit then
-    ends with ``result.cancelled``). ``result`` / ``error`` are set when the thread ends.
+    call, ``cancel()`` asks the running fit to stop after its current iteration and skips
+    the ones not started (each ends with ``cancelled``). When the thread ends, ``results``
+    and ``errors`` hold one entry per task (a result, or the one-line reason it failed);
+    ``result`` / ``error`` are the first task's.
     """
 
-    def __init__(self, problem: FitProblem, settings: FitSettings, fit_function: FitFunction = fit) -> None:
-        self.problem = problem
-        self.settings = settings
-        self._fit = fit_function
+    def __init__(self, problem: Any, settings: FitSettings | None, fit_function: FitFunction = fit) -> None:
+        self._init([FitTask(problem, settings, fit_function)])
+
+    @classmethod
+    def of_tasks(cls, tasks: list[FitTask]) -> FitJob:
+        job = cls.__new__(cls)
+        job._init(list(tasks))
+        return job
+
+    def _init(self, tasks: list[FitTask]) -> None:
+        self.tasks = tasks
         self._queue: queue.Queue[JobMessage] = queue.Queue()
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
-        self.result: FitResult | None = None
-        self.error: str | None = None
+        self.results: list[Any] = [None] * len(tasks)
+        self.errors: list[str | None] = [None] * len(tasks)
+        self.task = 0  # the task running (or last run), as the messages say
         self.finished = False  # set by poll() once the last message was delivered
         self.last_progress: JobMessage | None = None
+
+    @property
+    def result(self) -> Any:
+        return self.results[0]
+
+    @property
+    def error(self) -> str | None:
+        return self.errors[0]
 
     # -- control (main thread) ---------------------------------------------------------
     def start(self) -> None:
@@ -63,6 +95,14 @@ class FitJob:
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name="fit-to-target", daemon=True)
         self._thread.start()
+
+    def run_here(self) -> list[JobMessage]:
+        """Run every task on the calling thread (the blocking path); returns the messages."""
+        if self._thread is not None:
+            raise RuntimeError("the job was already started")
+        self._t0 = time.perf_counter()
+        self._run()
+        return self.poll()
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -77,7 +117,7 @@ class FitJob:
 
     def poll(self) -> list[JobMessage]:
         """Messages since the last call, oldest first. After the "done" or "error" message
-        ``finished`` is True and ``result`` / ``error`` are set."""
+        ``finished`` is True and ``results`` / ``errors`` are set."""
         out: list[JobMessage] = []
         while True:
             try:
@@ -85,13 +125,10 @@ class FitJob:
             except queue.Empty:
                 break
             out.append(msg)
+            self.task = msg.task
             if msg.kind == "progress":
                 self.last_progress = msg
-            elif msg.kind == "done":
-                self.result = msg.result
-                self.finished = True
-            elif msg.kind == "error":
-                self.error = msg.error
+            elif msg.kind in ("done", "error"):
                 self.finished = True
         return out
 
@@ -102,25 +139,37 @@ class FitJob:
         return self.poll()
 
     # -- worker thread -------------------------------------------------------------------
-    def _progress(self, iteration: int, loss: float, values: dict[str, float]) -> None:
-        self._queue.put(
-            JobMessage(
-                "progress",
-                iteration=int(iteration),
-                loss=float(loss),
-                values=dict(values),
-                elapsed_s=time.perf_counter() - self._t0,
+    def _progress(self, task: int) -> Callable[[int, float, dict[str, float]], None]:
+        def progress(iteration: int, loss: float, values: dict[str, float]) -> None:
+            self._queue.put(
+                JobMessage(
+                    "progress",
+                    iteration=int(iteration),
+                    loss=float(loss),
+                    values=dict(values),
+                    elapsed_s=time.perf_counter() - self._t0,
+                    task=task,
+                )
             )
-        )
+
+        return progress
 
     def _run(self) -> None:
-        try:
-            result = self._fit(self.problem, self.settings, progress=self._progress, cancel=self._cancel)
-        except (FitError, ValueError) as e:
-            self._queue.put(JobMessage("error", error=one_line(e), elapsed_s=time.perf_counter() - self._t0))
-        except Exception as e:  # a bug: keep the traceback for the console, one line for the user
-            traceback.print_exc(file=sys.stderr)
-            message = f"unexpected error in the fit: {type(e).__name__}: {one_line(e)}"
-            self._queue.put(JobMessage("error", error=message, elapsed_s=time.perf_counter() - self._t0))
+        for k, task in enumerate(self.tasks):
+            if self._cancel.is_set():
+                break  # the tasks not started stay None: nothing to write for them
+            try:
+                self.results[k] = task.fit_function(
+                    task.problem, task.settings, progress=self._progress(k), cancel=self._cancel
+                )
+            except (FitError, ValueError) as e:
+                self.errors[k] = one_line(e)
+            except Exception as e:  # a bug: keep the traceback for the console, one line for the user
+                traceback.print_exc(file=sys.stderr)
+                self.errors[k] = f"unexpected error in the fit: {type(e).__name__}: {one_line(e)}"
+        elapsed = time.perf_counter() - self._t0
+        last = len(self.tasks) - 1
+        if len(self.tasks) == 1 and self.errors[0] is not None:
+            self._queue.put(JobMessage("error", error=self.errors[0], elapsed_s=elapsed, task=0))
         else:
-            self._queue.put(JobMessage("done", result=result, elapsed_s=time.perf_counter() - self._t0))
+            self._queue.put(JobMessage("done", result=self.results[0], elapsed_s=elapsed, task=last))

@@ -106,6 +106,10 @@ def preset_from_fit_result(
             value = str(value)[:MAX_TEXT_LENGTH]
         provenance[dst] = value
     provenance["fit_parameters"] = [k for k in VALUE_KEYS if k in params]
+    shared = result.get("shared")
+    if isinstance(shared, dict) and isinstance(shared.get("objects"), list):
+        # one material fitted to several objects at once: every one of them is a source
+        provenance["shared_objects"] = [str(n)[:MAX_TEXT_LENGTH] for n in shared["objects"]]
     return validate_preset(
         Preset(name=name, values=values, notes=notes, provenance=provenance), source=repr(name)
     )

@@ -18,6 +18,8 @@ OBJECTIVE = "warp_core/fit/objective.py"
 ADAM = "warp_core/fit/adam.py"
 CLI_RUN = "addon/cli/run.py"
 CLI_OBJECTS = "addon/cli/objects.py"
+SHARED = "warp_core/fit/shared.py"
+FIT_OPERATORS = "addon/ui/fit_operators.py"
 
 # test files by what they check
 FORWARD = ("tests/blender/test_cloth_forward.py",)
@@ -30,6 +32,11 @@ FIT_FRAMES = ("tests/core/test_fit_frames.py", "tests/core/test_fit.py")
 OPTIMIZE = ("tests/core/test_optimize.py",)
 FIT_BLENDER = ("tests/blender/test_fit_blender.py",)
 BATCH = ("tests/blender/test_batch_flags.py", "tests/blender/test_batch.py")
+SELECTED = (
+    "tests/core/test_shared_fit.py",
+    "tests/blender/test_selected_objects.py",
+    "tests/blender/test_tangents.py",
+)
 
 
 @dataclass(frozen=True)
@@ -298,4 +305,39 @@ CLI = [
     ),
 ]
 
-MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI
+SEVERAL_OBJECTS = [
+    Mutation(
+        "shared_first_object_only",
+        "a shared fit sums only the first object's residuals",
+        SHARED,
+        "return np.concatenate([m.residuals(values) for m in self.members])",
+        "return np.concatenate([m.residuals(values) for m in self.members[:1]])",
+        SELECTED,
+    ),
+    Mutation(
+        "shared_pooled_outcome",
+        "a shared fit is called converged on the pooled RMSE alone",
+        SHARED,
+        "if rmse <= tolerance_m and not joint.cancelled:",
+        'if (rmse <= tolerance_m or outcome == "converged") and not joint.cancelled:',
+        SELECTED,
+    ),
+    Mutation(
+        "cancel_writes_finished_objects",
+        "cancelling a run of several objects still writes the ones that finished",
+        FIT_OPERATORS,
+        "if job.cancel_requested or any(",
+        "if job.results[0] is None and any(",
+        SELECTED,
+    ),
+    Mutation(
+        "tangent_counts_held_exactly",
+        "tangent rollouts hold the base's CG counts even far from convergence",
+        "warp_core/models/blender_cloth/simulator.py",
+        "return -2 - np.asarray(self.cg_iterations, dtype=np.int32)",
+        "return np.asarray(self.cg_iterations, dtype=np.int32)",
+        SELECTED,
+    ),
+]
+
+MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI + SEVERAL_OBJECTS

@@ -137,6 +137,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="fit even when a cloth uses settings the fit does not simulate (collisions, force fields, "
         "pressure, ...); each becomes a warning in the report",
     )
+    p.add_argument(
+        "--shared",
+        action="store_true",
+        help="fit one set of values for all the objects together (pieces of one fabric under different "
+        "conditions) instead of one set each; the first object's parameters, ties and start values lead",
+    )
     p.add_argument("--preset", metavar="NAME", help="start values from a material preset")
     p.add_argument("--save", metavar="OUT.blend", help="save the fitted scene here")
     p.add_argument("--in-place", action="store_true", help="allow --save to overwrite the input file")

@@ -24,9 +24,15 @@ END_BLOCK = b"ENDB"  # an uncompressed .blend ends with this block
 
 
 def report_document(
-    records: list[dict[str, Any]], input_path: Path, saved_to: str | None, status: str, code: int
+    records: list[dict[str, Any]],
+    input_path: Path,
+    saved_to: str | None,
+    status: str,
+    code: int,
+    shared: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of one run: its outcome and one record per object."""
+    """The report of one run: its outcome, one record per object, and with ``--shared`` the
+    shared fit's own entry (its joint outcome and what the objects determine together)."""
     devices = sorted({r.get("device") for r in records if r.get("device")})
     return json_safe(
         {
@@ -39,6 +45,7 @@ def report_document(
             "exit_code": code,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "objects": records,
+            **({"shared": shared} if shared is not None else {}),
         }
     )
 

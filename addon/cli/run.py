@@ -18,7 +18,7 @@ from typing import Any, TextIO, TypeVar
 import bpy
 
 from ...warp_core.errors import one_line
-from ...warp_core.fit import FitError
+from ...warp_core.fit import FitError, fit_shared
 from ...warp_core.fit.report import format_table
 from ..errors import FitInputError
 from ..models.registry import scene_model
@@ -26,7 +26,7 @@ from ..presets import find_preset
 from ..request import PreparedFit, parse_start_values
 from ..scene.bake import bake_object
 from ..scene.prepare import prepare_fit, run_fit
-from ..scene.records import failure_record, result_record, surface_note
+from ..scene.records import failure_record, result_record, shared_summary, surface_note
 from ..scene.write_back import write_back
 from ..warp_setup import resolve_device
 from .args import EXIT_FIT_FAILED, EXIT_NOT_CONVERGED, EXIT_OK, PROG, UsageError, parse_fit, parse_target
@@ -53,6 +53,7 @@ class BatchRun:
         self.records: list[dict[str, Any]] = []
         self.saved_to: str | None = None
         self.baked: list[str] = []
+        self.shared: dict[str, Any] | None = None  # a shared fit's summary (--shared)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -85,16 +86,28 @@ class BatchRun:
         plan_bake_files(plan, [ob.name for ob in objects])
         plan.remove_stale_temporaries()
 
+        if args.shared and len(objects) < 2:
+            raise UsageError(
+                "--shared needs two or more objects to fit (--object, or objects with fit targets)"
+            )
         prepared_fits = []
         for ob in objects:
             self.step("export")
             request = request_for(ob, args, chosen, targets, device, start_values)
+            if args.shared and prepared_fits:
+                lead = prepared_fits[0].request
+                if request.model != lead.model:
+                    raise UsageError(f"--shared: {ob.name} uses another model than {lead.object_name}")
+                # as in the panel: the first object's choice of parameters and run settings leads
+                request.fit, request.ties = list(lead.fit), dict(lead.ties)
+                request.max_iterations, request.time_budget_s = lead.max_iterations, lead.time_budget_s
+                request.tolerance_m, request.device = lead.tolerance_m, lead.device
             try:
                 prepared_fits.append(prepare_fit(scene, ob, request))
             except FitInputError as e:
                 raise UsageError(_prefixed(ob.name, str(e))) from e
 
-        status = self.fit_all(prepared_fits)
+        status = self.fit_shared(prepared_fits) if args.shared else self.fit_all(prepared_fits)
         self.step("fitted")
         if status == "ok" and plan.bake_dir is not None:
             status = self.bake_all(scene, device)
@@ -173,9 +186,42 @@ class BatchRun:
             self.records.append(write_back(bpy.data.objects[name], prepared, result))
         return status
 
+    def fit_shared(self, prepared_fits: list[PreparedFit]) -> str:
+        """One shared fit of every object; each gets the shared values and its own record."""
+        names = [p.request.object_name for p in prepared_fits]
+        self.step("fit")
+        try:
+            shared = fit_shared(
+                [p.problem for p in prepared_fits],
+                prepared_fits[0].settings,
+                progress=self.progress_printer("shared:" + ",".join(names)),
+                cancel=self.cancel,
+                names=names,
+            )
+        except (FitError, ValueError) as e:
+            message = one_line(e)
+            self.error(f"shared fit of {', '.join(names)} failed: {message}")
+            self.records += [failure_record(p.request, message) for p in prepared_fits]
+            return "failed"
+        self.shared = shared.summary(names)
+        extra = {"run_objects": names, "shared": self.shared}
+        for prepared, result in zip(prepared_fits, shared.members, strict=True):
+            if result.cancelled or self.guard.interrupted:
+                self.records.append({**result_record(prepared, result), **extra})
+                continue
+            self.records.append(
+                write_back(bpy.data.objects[prepared.request.object_name], prepared, result, extra)
+            )
+        self.guard.checkpoint()
+        return "ok"
+
     def unmatched(self) -> list[str]:
-        """Objects whose fit ran but does not match its targets (an honest non-success)."""
-        return [r["name"] for r in self.records if r.get("outcome") not in (None, "converged")]
+        """Objects whose fit ran but does not match its targets (an honest non-success), and
+        the shared fit when it is not converged as a whole."""
+        names = [r["name"] for r in self.records if r.get("outcome") not in (None, "converged")]
+        if self.shared is not None and self.shared.get("outcome") != "converged":
+            names.append("the shared fit")
+        return names
 
     def progress_printer(self, name: str) -> Callable[[int, float, dict[str, float]], None]:
         label = shlex.quote(name)
@@ -241,7 +287,7 @@ class BatchRun:
     # -- the end -------------------------------------------------------------------------------
     def write_report(self, status: str, code: int) -> None:
         assert self.plan is not None and self.plan.report is not None
-        document = report_document(self.records, self.plan.input, self.saved_to, status, code)
+        document = report_document(self.records, self.plan.input, self.saved_to, status, code, self.shared)
         with self.guard.critical():
             write_json_atomically(self.plan.report, document, before_commit=self.commit_check("report"))
 
@@ -252,6 +298,8 @@ class BatchRun:
             note = surface_note(record)
             if note:
                 self.say(f"  {note}")
+        if self.shared is not None:
+            self.say(shared_summary(self.shared))
 
     def interrupted(self, stop: Interrupted) -> int:
         """After a signal: the partial report (if one was asked for), then one line."""
@@ -260,7 +308,9 @@ class BatchRun:
         report = self.plan.report if self.plan is not None else None
         if report is not None:
             try:
-                document = report_document(self.records, self.plan.input, self.saved_to, "cancelled", code)
+                document = report_document(
+                    self.records, self.plan.input, self.saved_to, "cancelled", code, self.shared
+                )
                 write_json_atomically(report, document)
                 written = report
             except (OSError, Interrupted) as e:

@@ -72,3 +72,21 @@ def surface_note(record: dict[str, Any]) -> str | None:
         "target vertices to the cloth surface); max error is the farthest cloth vertex from the "
         "target surface, so the RMSE can be the larger"
     )
+
+
+def quoted_names(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def shared_summary(summary: dict) -> str:
+    """One line on a shared fit: what the objects determine together that one alone does not."""
+    names = summary.get("objects") or []
+    text = f"Shared material of {quoted_names(names)}: {summary.get('outcome')}"
+    jointly = summary.get("determined_jointly") or []
+    if jointly:
+        alone = summary.get("undetermined_alone") or {}
+        which = "; ".join(f"{n} alone leaves {', '.join(u)} undetermined" for n, u in alone.items() if u)
+        text += f"; determined only together: {', '.join(jointly)} ({which})"
+    if summary.get("undetermined"):
+        text += f"; still undetermined: {', '.join(summary['undetermined'])}"
+    return text

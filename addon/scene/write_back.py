@@ -9,6 +9,7 @@ from typing import Any
 import bpy
 
 from ...warp_core.fit import FitResult
+from ...warp_core.fit.report import json_safe
 from ..errors import FitInputError
 from ..models.registry import object_model, parameter_names
 from ..request import PreparedFit
@@ -17,13 +18,19 @@ from .checks import check_object
 from .records import result_record
 
 
-def write_back(ob: bpy.types.Object, prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
+def write_back(
+    ob: bpy.types.Object, prepared: PreparedFit, result: FitResult, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Store the result on the object and apply the fitted values to its modifier.
+
+    ``extra`` joins the record: the objects fitted in the same run (``run_objects``) and,
+    for a shared material, the shared fit's summary (``shared``).
 
     Main thread, after a successful fit. A bake of the previous values is removed first:
     it would no longer show what the modifier does.
     """
     record = result_record(prepared, result)
+    record.update(json_safe(extra or {}))
     if is_baked(ob):
         unbake_object(ob)
     ob.fit_to_target.result_json = json.dumps(record)

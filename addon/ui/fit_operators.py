@@ -1,19 +1,22 @@
-"""The Fit operator (modal with a worker thread, or blocking) and Cancel."""
+"""The Fit operator (modal with a worker thread, or blocking) and Cancel: the active object
+and every other selected object with fit targets, one after another or with one shared
+material."""
 
-from __future__ import annotations
+import functools
 
 import bpy
+from bpy.props import BoolProperty
 
-from ...warp_core.errors import one_line
-from ...warp_core.fit import FitError
+from ...warp_core.fit import fit_shared
 from ...warp_core.fit.report import format_mm, format_value
 from ..errors import FitInputError
-from ..job import FitJob
+from ..job import FitJob, FitTask
 from ..request import PreparedFit, request_from_object
 from ..scene.checks import check_object
-from ..scene.prepare import prepare_fit, run_fit
+from ..scene.prepare import prepare_fit
+from ..scene.records import quoted_names, shared_summary
 from ..scene.write_back import write_back
-from ..session import FitSession, active_session, begin_session, end_session
+from ..session import active_session, begin_session, end_session
 
 TIMER_STEP_S = 0.1  # how often the modal operator polls the worker's queue
 
@@ -68,73 +71,157 @@ def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
     end_session()
 
 
-def _finish(op: bpy.types.Operator, context: bpy.types.Context, session: FitSession) -> set[str]:
-    """End of the modal fit: all scene writes happen here, on the main thread, in one undo step."""
-    _end_modal(op, context)
-    _redraw_panels(context)
-    job = session.job
-    if job.error is not None:
-        op.report({"ERROR"}, f"Fit of '{session.object_name}' failed: {job.error}")
-        return {"CANCELLED"}
-    result = job.result
-    if result is None or result.cancelled or job.cancel_requested:
-        op.report({"WARNING"}, f"Fit of '{session.object_name}' cancelled: nothing was changed")
-        return {"CANCELLED"}
-    ob = bpy.data.objects.get(session.object_name)
-    if ob is None:
-        op.report({"ERROR"}, f"'{session.object_name}' no longer exists: the fit result was not written")
-        return {"CANCELLED"}
-    record = write_back(ob, session.prepared, result)
-    report_result(op, record)
-    return {"FINISHED"}
+def fit_objects(context: bpy.types.Context) -> list[bpy.types.Object]:
+    """What Fit to Target fits: the active object, then every other selected object that has
+    fit targets (by name). Selected target meshes have none and are left out."""
+    active = context.active_object
+    others = [
+        o
+        for o in getattr(context, "selected_objects", ())
+        if o != active and o.type == "MESH" and len(o.fit_to_target.targets) > 0
+    ]
+    return [active] + sorted(others, key=lambda o: o.name)
 
 
-def _prepare(op: bpy.types.Operator, context: bpy.types.Context) -> PreparedFit | None:
-    """The active object's fit exported on the main thread; None (reported) when it cannot run."""
+def _prepare(op: bpy.types.Operator, context: bpy.types.Context, shared: bool) -> list[PreparedFit] | None:
+    """Every fitted object's fit exported on the main thread, the active one first; None
+    (reported, nothing started) when any cannot run. A shared fit takes its parameters,
+    ties and run settings from the active object."""
     if active_session() is not None:
         op.report({"ERROR"}, "A fit is already running: wait for it or cancel it")
         return None
-    ob = context.active_object
+    objects = fit_objects(context)
+    prepared: list[PreparedFit] = []
     try:
-        check_object(ob)
-        return prepare_fit(context.scene, ob, request_from_object(ob))
+        check_object(objects[0])
+        lead = request_from_object(objects[0])
+        if shared and len(objects) < 2:
+            raise FitInputError(
+                "Shared material needs two or more selected objects with fit targets: select them "
+                f"with '{objects[0].name}' active, or untick Shared Material"
+            )
+        for ob in objects:
+            check_object(ob)
+            overrides = {}
+            if shared and ob != objects[0]:
+                if request_from_object(ob).model != lead.model:
+                    raise FitInputError(
+                        f"'{ob.name}' uses another model than '{objects[0].name}': a shared material "
+                        "is fitted for objects of one model"
+                    )
+                overrides = {
+                    "fit": list(lead.fit),
+                    "ties": dict(lead.ties),
+                    "max_iterations": lead.max_iterations,
+                    "time_budget_s": lead.time_budget_s,
+                    "tolerance_m": lead.tolerance_m,
+                    "device": lead.device,
+                }
+            prepared.append(prepare_fit(context.scene, ob, request_from_object(ob, **overrides)))
     except FitInputError as e:
         op.report({"ERROR"}, str(e))
         return None
+    return prepared
+
+
+def fit_tasks(prepared: list[PreparedFit], shared: bool) -> list[FitTask]:
+    """One fit per object, or one shared fit of all of them."""
+    if shared:
+        names = [p.request.object_name for p in prepared]
+        problems = [p.problem for p in prepared]
+        return [FitTask(problems, prepared[0].settings, functools.partial(fit_shared, names=names))]
+    return [FitTask(p.problem, p.settings) for p in prepared]
+
+
+def make_job(tasks: list[FitTask]) -> FitJob:
+    return FitJob.of_tasks(tasks)
+
+
+def _shared_flag(op: bpy.types.Operator, context: bpy.types.Context) -> bool:
+    """The operator's ``shared`` when given (scripts), else the scene's panel setting."""
+    if op.properties.is_property_set("shared"):
+        return bool(op.shared)
+    return bool(getattr(context.scene, "fit_to_target_shared", False))
+
+
+def write_results(op: bpy.types.Operator, prepared: list[PreparedFit], job: FitJob, shared: bool) -> set[str]:
+    """All scene writes of a run, on the main thread, in the operator's one undo step. A
+    cancelled run writes nothing at all; otherwise each object whose fit produced values
+    gets them, and each failure is reported by name."""
+    names = [p.request.object_name for p in prepared]
+    if job.cancel_requested or any(getattr(r, "cancelled", False) for r in job.results):
+        op.report({"WARNING"}, f"Fit of {quoted_names(names)} cancelled: nothing was changed")
+        return {"CANCELLED"}
+    written = 0
+    if shared:
+        outcome = job.results[0]
+        if outcome is None:
+            op.report({"ERROR"}, f"Shared fit of {quoted_names(names)} failed: {job.errors[0]}")
+            return {"CANCELLED"}
+        extra = {"run_objects": names, "shared": outcome.summary(names)}
+        pairs = list(zip(prepared, outcome.members, strict=True))
+        op.report(_level(outcome.joint.outcome), shared_summary(outcome.summary(names)))
+    else:
+        extra = {"run_objects": names}
+        pairs = []
+        for p, result, error in zip(prepared, job.results, job.errors, strict=True):
+            if result is None:
+                op.report({"ERROR"}, f"Fit of '{p.request.object_name}' failed: {error}")
+            else:
+                pairs.append((p, result))
+    for p, result in pairs:
+        ob = bpy.data.objects.get(p.request.object_name)
+        if ob is None:
+            op.report(
+                {"ERROR"}, f"'{p.request.object_name}' no longer exists: its fit result was not written"
+            )
+            continue
+        report_result(op, write_back(ob, p, result, extra))
+        written += 1
+    return {"FINISHED"} if written else {"CANCELLED"}
+
+
+def _level(outcome: str | None) -> set[str]:
+    return {"INFO"} if outcome in (None, "converged") else {"WARNING"}
 
 
 class OBJECT_OT_fit_to_target(bpy.types.Operator):
-    """Fit the active cloth's material settings so Blender's solver reaches the targets"""
+    """Fit the material settings of the active cloth and of every other selected object with
+    fit targets, so Blender's solver reaches the targets"""
 
     bl_idname = "object.fit_to_target"
     bl_label = "Fit to Target"
     bl_options = {"REGISTER", "UNDO"}
 
+    shared: BoolProperty(  # type: ignore[valid-type]
+        name="Shared Material",
+        description="Fit one set of values for all the objects together (the same fabric under "
+        "different conditions) instead of one set each",
+        default=False,
+        options={"SKIP_SAVE"},
+    )
+
     def execute(self, context: bpy.types.Context) -> set[str]:
-        # Blocking path (scripts, background mode): same export and write-back as the modal one.
-        prepared = _prepare(self, context)
+        # Blocking path (scripts, background mode): same export, fits and write-back as the modal one.
+        shared = _shared_flag(self, context)
+        prepared = _prepare(self, context, shared)
         if prepared is None:
             return {"CANCELLED"}
-        ob = context.active_object
-        try:
-            result = run_fit(prepared)
-        except (FitError, ValueError) as e:
-            self.report({"ERROR"}, f"Fit of '{ob.name}' failed: {one_line(e)}")
-            return {"CANCELLED"}
-        record = write_back(ob, prepared, result)
-        report_result(self, record)
-        return {"FINISHED"}
+        job = make_job(fit_tasks(prepared, shared))
+        job.run_here()
+        return write_results(self, prepared, job, shared)
 
     def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
         # Export on the main thread, fit in a worker; the modal timer keeps the UI responsive.
-        prepared = _prepare(self, context)
+        shared = _shared_flag(self, context)
+        prepared = _prepare(self, context, shared)
         if prepared is None:
             return {"CANCELLED"}
-        job = FitJob(prepared.problem, prepared.settings)
-        session = begin_session(prepared, job)
+        job = make_job(fit_tasks(prepared, shared))
+        session = begin_session(prepared, job, shared)
         job.start()
         wm = context.window_manager
-        wm.progress_begin(0, session.max_iterations)
+        wm.progress_begin(0, 1000)
         self._timer = wm.event_timer_add(TIMER_STEP_S, window=context.window)
         wm.modal_handler_add(self)
         _status(context, session.status_text())
@@ -154,8 +241,10 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
             return {"PASS_THROUGH"}
         session.update(session.job.poll())
         if session.job.finished:
-            return _finish(self, context, session)
-        context.window_manager.progress_update(session.iteration)
+            _end_modal(self, context)
+            _redraw_panels(context)
+            return write_results(self, session.prepared, session.job, session.shared)
+        context.window_manager.progress_update(round(1000 * session.factor))
         _status(context, session.status_text())
         _redraw_panels(context)
         return {"PASS_THROUGH"}

@@ -1,9 +1,14 @@
-"""Operators on the active object's fit: its targets, Apply/Revert of the fitted values,
-and Bake/Unbake."""
+"""Operators on the active object's fit: its targets, Apply/Revert of the fitted values
+(also for every object of the same run), and Bake/Unbake.
 
-from __future__ import annotations
+No ``from __future__ import annotations``: Blender reads operator properties from the class
+annotations, which must stay objects.
+"""
+
+import json
 
 import bpy
+from bpy.props import BoolProperty
 
 from ..errors import FitInputError
 from ..scene.bake import bake_object, unbake_object
@@ -93,26 +98,75 @@ class _ObjectResultOperator(bpy.types.Operator):
         raise NotImplementedError
 
 
-class OBJECT_OT_fit_to_target_apply(_ObjectResultOperator):
+def run_objects(ob: bpy.types.Object) -> list[bpy.types.Object]:
+    """The objects fitted in the same run as ``ob`` (its last result says which), that still
+    exist; ``ob`` alone when it was fitted by itself."""
+    try:
+        record = json.loads(ob.fit_to_target.result_json or "{}")
+    except ValueError:
+        record = {}
+    names = record.get("run_objects") or [ob.name]
+    objects = [bpy.data.objects.get(n) for n in names]
+    return [o for o in objects if o is not None] or [ob]
+
+
+class _RunResultOperator(_ObjectResultOperator):
+    """Apply/Revert for the active object, or with ``all_objects`` for every object fitted
+    in the same run (all of them checked first, so an error changes none)."""
+
+    all_objects: BoolProperty(  # type: ignore[valid-type]
+        name="All Objects",
+        description="Every object fitted in the same run as the active one",
+        default=False,
+        options={"SKIP_SAVE"},
+    )
+
+    def run(self, context, ob):
+        objects = run_objects(ob) if self.all_objects else [ob]
+        for o in objects:
+            self.check(o)
+        for o in objects:
+            self.act(o)
+        names = ", ".join(f"'{o.name}'" for o in objects)
+        return ("INFO", self.done_message.format(names=names))
+
+    def check(self, ob: bpy.types.Object) -> None:
+        raise NotImplementedError
+
+    def act(self, ob: bpy.types.Object) -> None:
+        raise NotImplementedError
+
+
+class OBJECT_OT_fit_to_target_apply(_RunResultOperator):
     """Write the fitted values into the cloth modifier (the current ones are kept for Revert)"""
 
     bl_idname = "object.fit_to_target_apply"
     bl_label = "Apply Fitted Values"
+    done_message = "Applied the fitted values to {names}"
 
-    def run(self, context, ob):
+    def check(self, ob):
+        check_object(ob)
+        if not ob.fit_to_target.result_json:
+            raise FitInputError(f"'{ob.name}' has no fit result to apply")
+
+    def act(self, ob):
         apply_result(ob)
-        return ("INFO", f"Applied the fitted values to '{ob.name}'")
 
 
-class OBJECT_OT_fit_to_target_revert(_ObjectResultOperator):
+class OBJECT_OT_fit_to_target_revert(_RunResultOperator):
     """Put back the cloth modifier values from before the fitted ones were applied, and unbake"""
 
     bl_idname = "object.fit_to_target_revert"
     bl_label = "Revert"
+    done_message = "Reverted {names} to the previous cloth settings"
 
-    def run(self, context, ob):
+    def check(self, ob):
+        check_object(ob)
+        if not ob.fit_to_target.previous_values_json:
+            raise FitInputError(f"'{ob.name}' has no previous values to revert to")
+
+    def act(self, ob):
         revert(ob)
-        return ("INFO", f"Reverted '{ob.name}' to its previous cloth settings")
 
 
 class OBJECT_OT_fit_to_target_bake(_ObjectResultOperator):

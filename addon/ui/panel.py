@@ -12,7 +12,9 @@ from ...warp_core.models import get_model
 from ..models.registry import DEFAULT_MODEL, object_model
 from ..request import fitted_parameters
 from ..scene.checks import why_not_fittable
+from ..scene.records import shared_summary
 from ..session import FitSession, active_session
+from .fit_operators import fit_objects
 
 
 class FIT_UL_targets(bpy.types.UIList):
@@ -64,6 +66,20 @@ def _record(ob: bpy.types.Object) -> dict | None:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def run_rows(record: dict) -> list[tuple[str, str, str]]:
+    """(object, outcome, RMSE) of every object fitted in the same run as ``record``'s, from
+    their own records (an object fitted again since then says so)."""
+    rows = []
+    for name in record.get("run_objects") or []:
+        ob = bpy.data.objects.get(name)
+        other = _record(ob) if ob is not None else None
+        if other is None or other.get("run_objects") != record.get("run_objects"):
+            rows.append((name, "changed since", ""))
+            continue
+        rows.append((name, str(other.get("outcome") or other.get("status")), format_mm(other.get("rmse_m"))))
+    return rows
 
 
 class FIT_PT_main(bpy.types.Panel):
@@ -130,6 +146,13 @@ class FIT_PT_main(bpy.types.Panel):
         reason = why_not_fittable(context)
         if reason:
             layout.label(text=reason, icon="ERROR")
+        objects = fit_objects(context)
+        if len(objects) > 1:
+            box = layout.box()
+            box.label(text=f"Fits {len(objects)} selected objects, active first:", icon="OBJECT_DATA")
+            for line in _wrap(", ".join(o.name for o in objects), 60):
+                box.label(text=line)
+            box.prop(context.scene, "fit_to_target_shared")
         row = layout.row()
         row.scale_y = 1.5
         row.enabled = reason is None
@@ -138,18 +161,26 @@ class FIT_PT_main(bpy.types.Panel):
 
     def draw_progress(self, layout: bpy.types.UILayout, session: FitSession) -> None:
         box = layout.box()
-        if session.progress_messages:
-            text = (
-                f"{session.object_name}: iteration {session.iteration}/{session.max_iterations}, "
-                f"loss {session.loss:.4g}"
-            )
-        else:
-            text = f"{session.object_name}: first simulation..."
-        box.progress(factor=session.factor, type="BAR", text=text)
+        box.progress(factor=session.factor, type="BAR", text=session.progress_text())
         if session.job.cancel_requested:
             box.label(text="Cancelling after this iteration...", icon="CANCEL")
         else:
             box.operator("object.fit_to_target_cancel", icon="CANCEL")
+
+    def draw_run(self, box: bpy.types.UILayout, ob: bpy.types.Object, record: dict) -> None:
+        """With several objects in the run: one row per object, and what a shared fit found."""
+        rows = run_rows(record)
+        if len(rows) < 2:
+            return
+        shared = record.get("shared")
+        box.label(text="Shared material:" if shared else "Objects fitted in this run:")
+        grid = box.grid_flow(columns=3, even_columns=False, align=True)
+        for cells in [("Object", "Outcome", "RMSE"), *rows]:
+            for text in cells:
+                grid.label(text=text)
+        if shared:
+            for line in _wrap(shared_summary(shared), 60):
+                box.label(text=line)
 
     def draw_result(self, layout: bpy.types.UILayout, ob: bpy.types.Object, record: dict) -> None:
         s = ob.fit_to_target
@@ -170,6 +201,7 @@ class FIT_PT_main(bpy.types.Panel):
             icon="SORT_ASC",
         )
         _draw_outcome(box, record)
+        self.draw_run(box, ob, record)
         for warning in record.get("warnings") or []:
             box.label(text=warning, icon="ERROR")
         row = box.row(align=True)
@@ -179,6 +211,12 @@ class FIT_PT_main(bpy.types.Panel):
         sub = row.row(align=True)
         sub.enabled = bool(s.previous_values_json) and s.applied
         sub.operator("object.fit_to_target_revert", text="Revert", icon="LOOP_BACK")
+        if len(record.get("run_objects") or []) > 1:
+            row = box.row(align=True)
+            row.operator("object.fit_to_target_apply", text="Apply All", icon="CHECKMARK").all_objects = True
+            row.operator(
+                "object.fit_to_target_revert", text="Revert All", icon="LOOP_BACK"
+            ).all_objects = True
         row = box.row(align=True)
         row.operator("object.fit_to_target_bake", icon="FILE_CACHE")
         sub = row.row(align=True)

@@ -157,8 +157,17 @@ classes = (FIT_PG_target, FIT_PG_settings)
 
 def register() -> None:
     bpy.types.Object.fit_to_target = PointerProperty(type=FIT_PG_settings)
+    # a choice of the run (which objects, how), not of one object: kept with the scene
+    bpy.types.Scene.fit_to_target_shared = BoolProperty(
+        name="Shared Material",
+        description="With several selected objects: fit one set of values for all of them together "
+        "(pieces of the same fabric under different conditions) instead of one set each",
+        default=False,
+    )
 
 
 def unregister() -> None:
+    if hasattr(bpy.types.Scene, "fit_to_target_shared"):
+        del bpy.types.Scene.fit_to_target_shared
     if hasattr(bpy.types.Object, "fit_to_target"):
         del bpy.types.Object.fit_to_target

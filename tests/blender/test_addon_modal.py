@@ -7,6 +7,7 @@ synthetic events, exactly as Blender's event loop would.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -90,13 +91,22 @@ class ContextProxy:
 
 
 class OperatorStandIn:
-    """The operator instance as invoke/modal use it: attributes and report()."""
+    """The operator instance as invoke/modal use it: attributes, properties and report()."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: bool | None = None) -> None:
         self.reports: list[tuple[set, str]] = []
+        self.shared = bool(shared)
+        self.properties = SimpleNamespace(
+            is_property_set=lambda name: name == "shared" and shared is not None
+        )
 
     def report(self, kind: set, message: str) -> None:
         self.reports.append((set(kind), message))
+
+
+def with_fit_function(tasks: list, fit_function) -> FitJob:
+    """The operator's job with each task run by ``fit_function`` instead."""
+    return FitJob.of_tasks([dataclasses.replace(t, fit_function=fit_function) for t in tasks])
 
 
 def event(kind: str, value: str = "NOTHING") -> SimpleNamespace:
@@ -191,7 +201,7 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
     assert ctx.window_manager.handlers == [op] and len(ctx.window_manager.timers) == 1
     session = fit_session.active_session()
     assert session is not None and session.job.running
-    assert ctx.window_manager.progress_range == (0, 30)
+    assert ctx.window_manager.progress_range == (0, 1000)
     # while the worker runs: other events pass through, the scene is not written
     assert FIT_OP.modal(op, ctx, event("MOUSEMOVE")) == {"PASS_THROUGH"}
     assert modifier_values(ob) == before and ob.fit_to_target.result_json == ""
@@ -234,9 +244,7 @@ def test_modal_cancel_mid_fit_changes_nothing(saved_scene, key: str, monkeypatch
 
         return job_module.fit(problem, settings, progress=progress_then_wait, cancel=cancel)
 
-    monkeypatch.setattr(
-        fit_operators, "FitJob", lambda problem, settings: FitJob(problem, settings, fit_function=held_fit)
-    )
+    monkeypatch.setattr(fit_operators, "make_job", lambda tasks: with_fit_function(tasks, held_fit))
     ob, folder = saved_scene
     before = snapshot(ob, folder)
     ctx, op = ContextProxy(), OperatorStandIn()
@@ -268,11 +276,9 @@ def test_modal_worker_error_is_reported_and_changes_nothing(
     before = snapshot(ob, tmp_path)
 
     def failing_fit(*_args, **_kwargs):
-        raise fit_operators.FitError("the simulation diverges at the start values")
+        raise job_module.FitError("the simulation diverges at the start values")
 
-    monkeypatch.setattr(
-        fit_operators, "FitJob", lambda problem, settings: FitJob(problem, settings, fit_function=failing_fit)
-    )
+    monkeypatch.setattr(fit_operators, "make_job", lambda tasks: with_fit_function(tasks, failing_fit))
     ctx, op = ContextProxy(), OperatorStandIn()
     try:
         assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}

@@ -106,10 +106,12 @@ class Layout:
         assert name in data.bl_rna.properties, name
         self.log.append(("prop", name))
 
-    def operator(self, idname: str, **kwargs) -> None:
+    def operator(self, idname: str, text: str = "", **kwargs) -> OperatorProperties:
         module, name = idname.split(".")
-        assert hasattr(bpy.types, f"{module.upper()}_OT_{name}"), idname
+        cls = getattr(bpy.types, f"{module.upper()}_OT_{name}", None)
+        assert cls is not None, idname
         self.log.append(("operator", idname, self.active))
+        return OperatorProperties(cls, idname, text, self.log)
 
     def template_list(self, listtype, listid, data, propname, active_data, active_propname, **kwargs) -> None:
         assert hasattr(bpy.types, listtype) and propname in data.bl_rna.properties
@@ -121,10 +123,24 @@ class Layout:
         self.log.append(("progress", text, factor))
 
 
+class OperatorProperties:
+    """What ``layout.operator`` returns: setting a property the operator lacks fails, and
+    each one set is recorded as ("operator property", idname, button text, name, value)."""
+
+    def __init__(self, cls, idname: str, text: str, log: list) -> None:
+        object.__setattr__(self, "_about", (cls, idname, text, log))
+
+    def __setattr__(self, name: str, value) -> None:
+        cls, idname, text, log = self._about
+        module, op = idname.split(".")
+        assert name in getattr(getattr(bpy.ops, module), op).get_rna_type().properties, (idname, name)
+        log.append(("operator property", idname, text, name, value))
+
+
 def draw(context=None) -> list:
     log: list = []
     standin = types.SimpleNamespace(layout=Layout(log))
-    for name in ("draw_settings", "draw_fit_button", "draw_progress", "draw_result"):
+    for name in ("draw_settings", "draw_fit_button", "draw_progress", "draw_result", "draw_run"):
         setattr(standin, name, types.MethodType(getattr(panel.FIT_PT_main, name), standin))
     panel.FIT_PT_main.draw(standin, context or bpy.context)
     return log
@@ -196,7 +212,7 @@ def test_panel_states() -> None:
         settings=types.SimpleNamespace(max_iterations=30, time_budget_s=None),
     )
     job = job_module.FitJob(None, None)
-    session = fit_session.begin_session(prepared, job)
+    session = fit_session.begin_session([prepared], job)
     try:
         session.update([job_module.JobMessage("progress", iteration=0, loss=0.5)])
         session.update([job_module.JobMessage("progress", iteration=3, loss=0.01)])

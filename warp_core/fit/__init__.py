@@ -10,6 +10,7 @@ from .objective import FitObjective
 from .outcome import OUTCOMES
 from .problem import FitError, FitProblem, FitSettings, Target
 from .result import FitResult
+from .shared import SharedFitResult, fit_shared
 
 __all__ = [
     "FitError",
@@ -17,8 +18,10 @@ __all__ = [
     "FitProblem",
     "FitResult",
     "FitSettings",
+    "SharedFitResult",
     "OUTCOMES",
     "Target",
     "fit",
+    "fit_shared",
     "problem_metadata",
 ]

@@ -29,7 +29,7 @@ from .result import FitResult
 from .result_build import build_result, failed_result
 from .spec import ParameterSpec
 
-__all__ = ["LM_MAX_PARAMETERS", "fit", "parameter_spec", "problem_metadata"]
+__all__ = ["LM_MAX_PARAMETERS", "fit", "parameter_spec", "problem_metadata", "run_objective"]
 
 LM_MAX_PARAMETERS = 8
 
@@ -87,6 +87,21 @@ def _fit(
         objective = FitObjective(problem, settings, spec.names, spec=spec)
     except ValueError as e:
         raise FitError(one_line(e)) from e
+    return run_objective(problem, spec, objective, settings, progress, cancel, t0)
+
+
+def run_objective(
+    problem: FitProblem,
+    spec: ParameterSpec,
+    objective: Any,
+    settings: FitSettings,
+    progress: Callable[[int, float, dict[str, float]], None] | None,
+    cancel: Any,
+    t0: float,
+) -> FitResult:
+    """Optimize ``objective`` (a :class:`FitObjective`, or one with the same methods such as
+    a shared fit's joint objective) over ``spec``; ``problem`` supplies the model, the
+    settings the fitted values go into, and the bounds."""
     optimizer = settings.optimizer
     if optimizer == "auto":
         optimizer = "lm" if spec.n_free <= LM_MAX_PARAMETERS else "adam"
@@ -103,13 +118,7 @@ def _fit(
         settings.tolerance_m,
         settings.rmse_tolerance_m,
     )
-    # loss = 0.5 * (number of matched points) * RMSE^2 for the vertex loss, and
-    # 0.5 * (number of target frames) * RMSE^2 for the surface loss (a mean per frame)
-    points = (
-        problem.mesh.vertex_count * len(problem.targets)
-        if objective.kind == "vertex"
-        else len(problem.targets)
-    )
+    points = objective.matched_points()
     opt_settings = OptimizeSettings(
         abs_loss_tol=0.5 * points * scales.stop_m**2,
         max_iterations=settings.max_iterations,

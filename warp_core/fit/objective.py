@@ -273,6 +273,17 @@ class FitObjective:
             return float(np.sqrt(np.mean(np.sum((self.target_stack - rest[None]) ** 2, axis=-1))))
         return float(np.sqrt(np.mean([s.value(rest) for s in self.surfaces])))
 
+    def matched_points(self) -> int:
+        """What the loss averages over: loss = 0.5 * matched_points * RMSE^2 (every target
+        vertex for the vertex loss; every target frame, a mean each, for the surface loss)."""
+        if self.kind == "vertex":
+            return self.problem.mesh.vertex_count * len(self.targets)
+        return len(self.targets)
+
+    @property
+    def device(self) -> str:
+        return self.sim.device
+
     def coordinate_scale(self) -> float:
         """Largest coordinate magnitude of the rest mesh and the targets: what float rounding
         of positions is relative to."""

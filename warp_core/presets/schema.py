@@ -68,6 +68,7 @@ PROVENANCE_KEYS: dict[str, str] = {
     "start": "text",
     "fit_parameters": "names",
     "reference_values": "values",
+    "shared_objects": "texts",  # every object of a shared-material fit
 }
 
 
@@ -272,6 +273,10 @@ def _check_provenance(prov: Any, source: str) -> dict[str, Any]:
             if bad:
                 raise invalid(source, f"{where} has unknown parameter(s) {', '.join(map(repr, bad))}")
             out[key] = list(value)
+        elif kind == "texts":
+            if not isinstance(value, list) or len(value) > MAX_LIST_LENGTH:
+                raise invalid(source, f"{where} must be a list of names")
+            out[key] = [_check_text(where, v, source, MAX_TEXT_LENGTH) for v in value]
         else:  # values
             out[key] = _check_values(value, source, where)
     return out

@@ -1,0 +1,66 @@
+"""A shared fit: one material for several objects, each with its own mesh, pins and targets.
+
+Targets come from this model (fast, exact); the Blender-made case with the panel and the
+batch command is tests/blender/test_selected_objects.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
+from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit_shared
+
+TIE = {"compression_stiffness": "tension_stiffness"}
+
+
+def cantilever(n: int = 8) -> ClothMesh:
+    mesh = grid_mesh(n, n, 1.0, 1.0)
+    y = mesh.vertices[:, 1]
+    mesh.pin_weights = (y >= np.unique(y)[-2] - 1e-9).astype(float)
+    return mesh
+
+
+def hanging(n: int = 8) -> ClothMesh:
+    """A vertical sheet held along its top edge: it only stretches under gravity."""
+    mesh = grid_mesh(n, n, 1.0, 1.0)
+    v = mesh.vertices
+    mesh.vertices = np.stack([v[:, 0], np.zeros(len(v)), v[:, 1]], axis=1)
+    mesh.pin_weights = (mesh.vertices[:, 2] >= mesh.vertices[:, 2].max() - 1e-9).astype(float)
+    return mesh
+
+
+def problem(mesh: ClothMesh, tension: float, frames: list[int]) -> FitProblem:
+    truth = ClothParams(tension_stiffness=tension, compression_stiffness=tension, tension_damping=25.0)
+    x = ClothSimulator(mesh, truth, precision="float64").simulate(max(frames), frames)
+    start = truth.replace(tension_stiffness=15.0, compression_stiffness=15.0)
+    targets = [Target(f, x[k]) for k, f in enumerate(frames)]
+    return FitProblem(mesh, start, targets, fit=["tension_stiffness"], ties=dict(TIE))
+
+
+def test_one_object_the_shared_values_do_not_fit_is_not_hidden_by_the_others() -> None:
+    """Two materials fitted as one: the large cantilever dominates the pooled RMSE, which
+    alone would call the fit matched; the small hanging sheet is off by half its motion."""
+    big = problem(cantilever(), 40.0, [10, 20])
+    small = problem(hanging(), 80.0, [20, 30])
+    result = fit_shared([big, small], FitSettings(), names=["Cantilever", "Hanging"])
+    joint, (a, b) = result.joint, result.members
+    assert joint.params["tension_stiffness"] == pytest.approx(40.0, rel=0.02)
+    assert joint.rmse_m <= joint.tolerance_m  # the pooled RMSE alone would say matched
+    assert a.outcome == "converged" and a.rmse_m <= a.tolerance_m
+    assert b.rmse_m > 100 * b.tolerance_m and b.outcome == "misfit"
+    assert "Hanging is not matched by the shared values" in b.outcome_reason
+    assert joint.outcome == "misfit" and "Hanging" in joint.outcome_reason
+
+
+def test_objects_that_fit_different_parameters_are_refused_by_name() -> None:
+    a = problem(cantilever(), 40.0, [10])
+    b = problem(hanging(), 40.0, [10])
+    b.fit, b.ties = ["tension_stiffness", "bending_stiffness"], dict(TIE)
+    with pytest.raises(
+        FitError, match="Hanging fits tension_stiffness, bending_stiffness, Flag tension_stiffness"
+    ):
+        fit_shared([a, b], FitSettings(), names=["Flag", "Hanging"])
+    with pytest.raises(FitError, match="at least two objects"):
+        fit_shared([a], FitSettings(), names=["Flag"])
