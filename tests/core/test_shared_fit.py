@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_fit import clamped_sheet
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit_shared
 
 TIE = {"compression_stiffness": "tension_stiffness"}
-
-
-def cantilever(n: int = 8) -> ClothMesh:
-    mesh = grid_mesh(n, n, 1.0, 1.0)
-    y = mesh.vertices[:, 1]
-    mesh.pin_weights = (y >= np.unique(y)[-2] - 1e-9).astype(float)
-    return mesh
 
 
 def hanging(n: int = 8) -> ClothMesh:
@@ -42,7 +36,7 @@ def problem(mesh: ClothMesh, tension: float, frames: list[int]) -> FitProblem:
 def test_one_object_the_shared_values_do_not_fit_is_not_hidden_by_the_others() -> None:
     """Two materials fitted as one: the large cantilever dominates the pooled RMSE, which
     alone would call the fit matched; the small hanging sheet is off by half its motion."""
-    big = problem(cantilever(), 40.0, [10, 20])
+    big = problem(clamped_sheet(8), 40.0, [10, 20])
     small = problem(hanging(), 80.0, [20, 30])
     result = fit_shared([big, small], FitSettings(), names=["Cantilever", "Hanging"])
     joint, (a, b) = result.joint, result.members
@@ -55,7 +49,7 @@ def test_one_object_the_shared_values_do_not_fit_is_not_hidden_by_the_others() -
 
 
 def test_objects_that_fit_different_parameters_are_refused_by_name() -> None:
-    a = problem(cantilever(), 40.0, [10])
+    a = problem(clamped_sheet(8), 40.0, [10])
     b = problem(hanging(), 40.0, [10])
     b.fit, b.ties = ["tension_stiffness", "bending_stiffness"], dict(TIE)
     with pytest.raises(
