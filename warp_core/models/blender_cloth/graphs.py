@@ -1,6 +1,6 @@
 """The forward rollout as captured graphs: one graph per substep index within a frame.
 
-Each substep (forces, all CG iterations, update) is captured once and replayed for every
+Each substep (forces, the CG iterations, update) is captured once and replayed for every
 frame: thousands of small launches per frame otherwise cost more than the work, on CUDA
 and on the CPU alike. The graphs read and write fixed buffers, so a replay copies the
 state and goals in and out around each launch.
@@ -19,7 +19,8 @@ from .schedule import SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
 from .step import CGControl, SubstepInputs, SubstepSolver
 
-# all CG iterations, past convergence masked, with the count read from SubstepBuffers.frozen
+# the CG iterations in blocks, each entered only while the CG is active and masked past
+# convergence within it, with the count read from SubstepBuffers.frozen
 _IN_GRAPH = CGControl(in_graph=True)
 
 

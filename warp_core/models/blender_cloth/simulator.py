@@ -286,11 +286,12 @@ class ClothSimulator:
     # ---------------------------------------------------------------- captured graphs
     @property
     def use_graphs(self) -> bool:
-        """Each substep (forces, all CG iterations, update) runs as one captured graph:
+        """Each substep (forces, the CG iterations, update) runs as one captured graph:
         thousands of small launches per frame otherwise cost more than the work, on CUDA
-        and on the CPU alike (measured 4x faster on a 10x10 sheet on the CPU, even though
-        the graph always runs the 100 masked CG iterations). Set ``graphs_enabled`` to
-        False to launch kernel by kernel with host convergence checks instead."""
+        and on the CPU alike (measured 4x faster on a 10x10 sheet on the CPU when the graph
+        still ran all 100 CG iterations masked; it now stops at the first block boundary
+        past convergence, ``step.CG_BLOCK_BOUNDS``). Set ``graphs_enabled`` to False to
+        launch kernel by kernel with host convergence checks instead."""
         return self.graphs_enabled
 
     def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
