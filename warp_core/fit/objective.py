@@ -273,6 +273,28 @@ class FitObjective:
             return float(np.sqrt(np.mean(np.sum((self.target_stack - rest[None]) ** 2, axis=-1))))
         return float(np.sqrt(np.mean([s.value(rest) for s in self.surfaces])))
 
+    def rounding_gap(self, values: dict[str, float]) -> float | None:
+        """RMS distance (metres) between this rollout at ``values`` and the same rollout in
+        the other precision (float32 <-> float64): how far rounding alone moves the motion
+        there. None when the other precision's rollout cannot be run."""
+        other = "float32" if self.settings.precision == "float64" else "float64"
+        x, _ = self.positions(values)
+        try:
+            sim = self.model.build(
+                self.problem.mesh,
+                self.problem.params,
+                device=self.settings.device,
+                precision=other,
+                start_frame=self.problem.start_frame,
+            )
+            sim.set_params(values)
+            y = sim.rollout(self.problem.frame_end, self.frames, self.problem.goals).numpy()
+        except (ValueError, RuntimeError):
+            return None
+        if not np.isfinite(y).all():
+            return math.inf
+        return float(np.sqrt(np.mean(np.sum((y - x) ** 2, axis=-1))))
+
     def matched_points(self) -> int:
         """What the loss averages over: loss = 0.5 * matched_points * RMSE^2 (every target
         vertex for the vertex loss; every target frame, a mean each, for the surface loss)."""

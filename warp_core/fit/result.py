@@ -47,6 +47,9 @@ class FitResult:
     at_bounds: dict[str, str] = field(default_factory=dict)  # name -> "lower" / "upper"
     # the global phase: whether it ran, start points simulated, and how many were refined
     search: dict[str, Any] = field(default_factory=dict)
+    # for a match: how far rounding alone moves the motion at the fitted values (float32
+    # against float64 rollouts of the model), metres; None when not measured
+    rounding_gap_m: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -77,4 +80,5 @@ class FitResult:
             "undetermined": list(self.undetermined),
             "at_bounds": dict(self.at_bounds),
             "search": dict(self.search),
+            "rounding_gap_m": self.rounding_gap_m,
         }

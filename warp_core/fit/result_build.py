@@ -12,7 +12,7 @@ from .global_search import SearchResult
 from .identifiability import identifiability
 from .objective import FitObjective
 from .optimize import Counter, eval_jacobian
-from .outcome import FitScales, classify, failed_reason
+from .outcome import FitScales, classify, failed_reason, rounding_check
 from .problem import FitProblem
 from .report import format_mm
 from .result import FitResult
@@ -68,7 +68,12 @@ def build_result(
     # Adam cannot tell an optimum from a stall except by a zero gradient
     stationary = result.stationary if optimizer == "lm" else result.stop_reason == "converged_gradient"
     outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
-    if outcome != "converged":
+    rounding_gap = objective.rounding_gap(values) if outcome == "converged" else None
+    rounding = rounding_check(rmse, rounding_gap, scales.tolerance_m)
+    if rounding is not None:
+        outcome, reason = "misfit", rounding
+        warnings.append(rounding)
+    elif outcome != "converged":
         rough = _roughness(objective, spec, values)
         if rough is not None and rough >= ROUGH_SHARE * rmse:
             note = (
@@ -107,6 +112,7 @@ def build_result(
         undetermined=undetermined,
         at_bounds=at_bounds,
         search=_search_summary(found),
+        rounding_gap_m=rounding_gap,
     )
 
 

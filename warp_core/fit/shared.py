@@ -26,7 +26,7 @@ from ..errors import one_line
 from .engine import parameter_spec, run_objective
 from .identifiability import identifiability
 from .objective import FitObjective
-from .outcome import fit_scales
+from .outcome import fit_scales, rounding_check
 from .problem import FitError, FitProblem, FitSettings
 from .report import format_mm
 from .result import FitResult
@@ -110,6 +110,10 @@ class JointObjective:
 
     def motion(self) -> float:
         return self._pooled([m.motion() for m in self.members])
+
+    def rounding_gap(self, values: dict[str, float]) -> float | None:
+        gaps = [m.rounding_gap(values) for m in self.members]
+        return None if any(g is None for g in gaps) else self._pooled(gaps)
 
     def coordinate_scale(self) -> float:
         return max(m.coordinate_scale() for m in self.members)
@@ -281,8 +285,11 @@ def _member_result(
     errors = m.errors(values)
     rmse = m.rmse(values)
     outcome, reason = joint.outcome, joint.outcome_reason
-    if rmse <= tolerance_m and not joint.cancelled:
+    rounding = rounding_check(rmse, m.rounding_gap(values), tolerance_m) if rmse <= tolerance_m else None
+    if rmse <= tolerance_m and not joint.cancelled and rounding is None:
         outcome, reason = "converged", f"{name} is matched to {format_mm(rmse)} RMSE"
+    elif rounding is not None:
+        outcome, reason = "misfit", f"{name}: {rounding}"
     elif outcome == "converged":
         outcome = "misfit"
         reason = (
