@@ -56,5 +56,11 @@ def test_objects_that_fit_different_parameters_are_refused_by_name() -> None:
         FitError, match="Hanging fits tension_stiffness, bending_stiffness, Flag tension_stiffness"
     ):
         fit_shared([a, b], FitSettings(), names=["Flag", "Hanging"])
+    c = problem(hanging(), 40.0, [10])
+    tris = np.array([(q[0], q[k], q[k + 1]) for q in c.mesh.polygons() for k in (1, 2)])
+    c.targets = [Target(t.frame, t.positions, tris) for t in c.targets]
+    c.loss = "surface"
+    with pytest.raises(FitError, match=r"one loss for every object \(surface: Hanging; vertex: Flag\)"):
+        fit_shared([a, c], FitSettings(), names=["Flag", "Hanging"])
     with pytest.raises(FitError, match="at least two objects"):
         fit_shared([a], FitSettings(), names=["Flag"])

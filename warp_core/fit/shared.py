@@ -189,6 +189,14 @@ def fit_shared(
             p.validate()
         spec = parameter_spec(first)
         members = [FitObjective(p, settings, spec.names, spec=spec) for p in problems]
+        kinds = {name: m.kind for name, m in zip(names, members, strict=True)}
+        if len(set(kinds.values())) > 1:
+            by_kind = "; ".join(
+                f"{k}: {', '.join(n for n in names if kinds[n] == k)}" for k in sorted(set(kinds.values()))
+            )
+            raise ValueError(
+                f"a shared fit needs one loss for every object ({by_kind}): set the same Loss on each"
+            )
         joint = JointObjective(members)
     except ValueError as e:
         raise FitError(one_line(e)) from e
