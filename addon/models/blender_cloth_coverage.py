@@ -39,6 +39,8 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "shrink_min",
         "shrink_max",
         "vertex_group_shrink",
+        "use_sewing_springs",  # with the angular bending model; with the linear one refused
+        "sewing_force_max",
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
     "ClothCollisionSettings": (),
@@ -65,8 +67,6 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "internal_compression_stiffness",
         "internal_compression_stiffness_max",
         "vertex_group_intern",
-        "use_sewing_springs",
-        "sewing_force_max",
         "use_dynamic_mesh",
         "rest_shape_key",
         "goal_default",

@@ -32,8 +32,12 @@ def _cloth_settings(ob: bpy.types.Object, s: bpy.types.ClothSettings) -> Iterato
         yield _on("Pressure", "settings.use_pressure")
     if s.use_internal_springs:
         yield _on("Internal Springs", "settings.use_internal_springs")
-    if s.use_sewing_springs and _has_loose_edges(ob.data):
-        yield _on("Sewing", "settings.use_sewing_springs") + " and the mesh has loose (sewing) edges"
+    if s.use_sewing_springs and s.bending_model == "LINEAR" and _has_loose_edges(ob.data):
+        # simulated with the angular bending model (the default) only
+        yield (
+            _on("Sewing", "settings.use_sewing_springs")
+            + " with the Linear bending model and the mesh has loose (sewing) edges"
+        )
     if s.use_dynamic_mesh:
         yield _on("Dynamic Mesh", "settings.use_dynamic_mesh")
     keys = ob.data.shape_keys

@@ -74,7 +74,7 @@ def _deviation(mesh: ClothMesh, settings: dict) -> tuple[float, np.ndarray]:
 
 def test_corner_angles_of_the_test_sheets() -> None:
     """The sheets have the corners the tests below say they have."""
-    corner_angles = addon_package().warp_core.models.blender_cloth.topology.corner_angles
+    corner_angles = addon_package().warp_core.models.blender_cloth.corners.corner_angles
     for kind, angle in (("hexagon", 120.0), ("hexagon", 170.0), ("hexagon", 190.0), ("quads", 170.0)):
         interior, polygon, vertex = corner_angles(_sheet(kind, angle))
         at = dict(zip(vertex[polygon == MERGED].tolist(), interior[polygon == MERGED], strict=True))
@@ -116,8 +116,8 @@ def test_past_the_limit_the_model_cannot_follow_blender(
     kind: str, angle: float, bound: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the corner check off, the model is far from Blender: the check refuses for a reason."""
-    topology = addon_package().warp_core.models.blender_cloth.topology
-    monkeypatch.setattr(topology, "MAX_CORNER_DEGREES", 360.0)
+    corners = addon_package().warp_core.models.blender_cloth.corners
+    monkeypatch.setattr(corners, "MAX_CORNER_DEGREES", 360.0)
     deviation, reference = _deviation(_sheet(kind, angle), STIFF)
     print(f"{kind} {angle}: deviation/displacement {deviation:.2e}")
     assert deviation > bound

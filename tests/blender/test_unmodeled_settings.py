@@ -99,8 +99,8 @@ REFUSED = {
     ),
     "pressure": (settings(use_pressure=True), "settings.use_pressure"),
     "internal springs": (settings(use_internal_springs=True), "settings.use_internal_springs"),
-    "sewing": (
-        lambda ob: (loose_edge(ob), settings(use_sewing_springs=True)(ob)),
+    "sewing with linear bending": (
+        lambda ob: (loose_edge(ob), settings(use_sewing_springs=True, bending_model="LINEAR")(ob)),
         "settings.use_sewing_springs",
     ),
     "dynamic mesh": (settings(use_dynamic_mesh=True), "settings.use_dynamic_mesh"),
@@ -161,6 +161,8 @@ ACCEPTED = {
         setattr(cloth(ob).settings.effector_weights, "collection", bpy.data.collections.new("Empty")),
     ),
     "sewing without loose edges": settings(use_sewing_springs=True),
+    # simulated: sewing springs (angular bending)
+    "sewing": lambda ob: (loose_edge(ob), settings(use_sewing_springs=True)(ob)),
     "pressure group with pressure off": group_setting("vertex_group_pressure"),
     # simulated: the stiffness groups and their maxima
     "structural group": group_setting("vertex_group_structural_stiffness"),

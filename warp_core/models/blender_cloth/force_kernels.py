@@ -281,12 +281,13 @@ def force_kernels(dtype) -> SimpleNamespace:
         params: wp.array(dtype=dtype),
         inv_avg_spring_length: dtype,
         angular_model: wp.int32,
+        sewing_force_max: dtype,
         spring_force: wp.array(dtype=vec3),
         spring_dfdx: wp.array(dtype=mat33),
         spring_dfdv: wp.array(dtype=mat33),
     ):
-        """Structural, compression, shear and linear-bending springs with their Jacobians:
-        the force on the spring's first vertex (the second gets its negative)."""
+        """Structural, compression, shear, linear-bending and sewing springs with their
+        Jacobians: the force on the spring's first vertex (the second gets its negative)."""
         s = wp.tid()
         i = spring_vertices[s][0]
         j = spring_vertices[s][1]
@@ -322,7 +323,11 @@ def force_kernels(dtype) -> SimpleNamespace:
                 k = group_stiffness(params, PARAM_SHEAR, PARAM_SHEAR_MAX, lin) * inv_avg_spring_length
                 damping = params[PARAM_SHEAR_DAMPING]
             if length >= rest and length > dtype(0.0):
-                f = d * (k * (length - rest))
+                stretch = k * (length - rest)
+                # sewing (kind 3): Blender caps the force, not its Jacobian
+                if kind == 3 and sewing_force_max > dtype(0.0) and stretch > sewing_force_max:
+                    stretch = sewing_force_max
+                f = d * stretch
                 # Blender's dfdx_spring: k ((I - d d^T) L/l - I)
                 jx = k * ((wp.identity(3, dtype) - wp.outer(d, d)) * (rest / length) - wp.identity(3, dtype))
                 active = 1

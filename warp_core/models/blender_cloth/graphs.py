@@ -53,6 +53,7 @@ class SubstepGraphs:
             schedule.h,
             schedule.time_scale,
             tuple(settings.gravity),
+            settings.sewing_force_max,
             id(buf),
         )
         if self._cached is not None and self._cached[0] == key:

@@ -65,6 +65,11 @@ class ClothParams:
     # shrinking: spring rest lengths times cloth_shrink_factor, built once into the springs
     shrink_min: float = 0.0
     shrink_max: float = 0.0
+    # sewing: every loose edge (in no face) pulls its two vertices together with a
+    # zero-length spring of the tension stiffness, its force capped at sewing_force_max
+    # (0: no cap)
+    use_sewing_springs: bool = False
+    sewing_force_max: float = 0.0
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
 
     def values(self) -> dict[str, float]:
@@ -102,6 +107,9 @@ class ClothParams:
             # Blender's hard range is [-FLT_MAX, 1]: at most 1 keeps every shrink factor >= 0
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v > 1.0:
                 raise ValueError(f"{name} must be a finite number <= 1, got {v!r}")
+        v = self.sewing_force_max
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0.0:
+            raise ValueError(f"sewing_force_max must be a finite number >= 0, got {v!r}")
         if len(self.gravity) != 3 or not all(math.isfinite(g) for g in self.gravity):
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
 

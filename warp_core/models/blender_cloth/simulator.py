@@ -82,7 +82,9 @@ class ClothSimulator:
         self.dtype = DTYPES[precision]
         self.start_frame = int(start_frame)
         self.settings = params
-        self.topology = build_topology(mesh, params.bending_model, params.shrink_min, params.shrink_max)
+        self.topology = build_topology(
+            mesh, params.bending_model, params.shrink_min, params.shrink_max, params.use_sewing_springs
+        )
         self.arrays = ClothArrays.build(mesh, self.topology, self.dtype, self.device)
         self.solver = SubstepSolver(self.arrays)
         self.kernels = self.solver.kernels

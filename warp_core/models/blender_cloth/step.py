@@ -194,6 +194,7 @@ class SubstepSolver:
                 params,
                 inv_len,
                 angular,
+                dt(settings.sewing_force_max),
             ],
             outputs=[buf.spring_force, buf.spring_dfdx, buf.spring_dfdv],
         )

@@ -11,32 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...mesh import VERTEX_GROUP_FIELDS, ClothMesh
+from .corners import check_corners
 
 SPRING_STRUCTURAL = 0
 SPRING_SHEAR = 1
 SPRING_BENDING_LINEAR = 2
+SPRING_SEWING = 3  # a loose edge with sewing on: rest length 0, tension only, capped force
 
 # Blender: a vertex whose pin weight w has w^4 >= SOFTGOALSNAP is moved with the mesh.
 SOFTGOALSNAP = 0.999
-
-# Blender bends a polygon of four or more corners across each of its diagonals, with the
-# normal of the corners on either side (cloth_add_shear_bend_spring). Across a corner near
-# 180 degrees that side is a nearly flat triangle whose normal swings with the slightest sag,
-# and Blender's own result turns erratic: a 1e-6 change of the mass moves it about as far as
-# this model is from it. Across a reflex corner the triangle faces away from the polygon and
-# the hinge rests on atan2's branch cut (+-180 degrees), where rounding in the first substeps
-# decides which way it swings. Measured against bpy's cloth over 60 frames, max deviation /
-# largest displacement, on 10 x 10 and 12 x 12 grids with quads 40 and 41 merged into a
-# hexagon (or cut into two quads) whose corners are bent to the angle, the largest over the
-# scenes of each row (plain grids: 1.3e-6 to 1.7e-6, and 4.9e-4 clamped with bending 10):
-#   degrees             180     179.9   179     175     172     170
-#   bending 0.5         2.0e-3  1.5e-3  1.7e-4  2.7e-6  1.3e-6  1.5e-6
-#   tension 40, bend 2  5.6e-3  1.0e-2  5.1e-3  7.1e-5  2.6e-3  7.6e-5
-#   bending 10, clamped 3.4e-2  3.9e-2  1.0e-1  1.4e-3  9.6e-5  1.2e-3 (quads; Blender's own
-#     spread is 1.2e-3 there and 1.5e-3 at 165 degrees: stiffer bending lowers the limit)
-#   reflex corners of 181, 190, 210 degrees: 0.12 to 0.57 (Blender's own spread 1e-4 to 1.4e-3);
-#   an L-shaped polygon: 1.3e-2 to 3.1e-2
-MAX_CORNER_DEGREES = 170.0
 
 
 @dataclass
@@ -146,67 +129,19 @@ def validate_mesh(mesh: ClothMesh) -> None:
             )
         first[key] = p
 
-    _check_corners(mesh)
-
-
-def corner_angles(mesh: ClothMesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Interior angle in degrees (0 to 360, above 180 at reflex corners) at every corner of
-    every polygon of four or more corners, with the polygon and the vertex of each corner."""
-    o = mesh.polygon_offsets
-    sizes = np.diff(o)
-    poly = np.repeat(np.arange(len(sizes)), sizes)
-    pv = mesh.polygon_vertices
-    x = mesh.vertices
-    here = x[pv]
-    to_prev = x[_next_corner(mesh, -1)] - here
-    to_next = x[_next_corner(mesh, 1)] - here
-    turn = np.cross(to_prev, to_next)
-    angle = np.degrees(np.arctan2(np.linalg.norm(turn, axis=1), np.einsum("ij,ij->i", to_prev, to_next)))
-    # Newell normal of each polygon, about its first corner; a reflex corner turns against it
-    rel = here - x[pv[o[poly]]]
-    normal = np.add.reduceat(np.cross(rel, rel + to_next), o[:-1], axis=0)
-    reflex = np.einsum("ij,ij->i", turn, normal[poly]) > 0
-    keep = sizes[poly] >= 4
-    return np.where(reflex, 360.0 - angle, angle)[keep], poly[keep], pv[keep]
-
-
-def _next_corner(mesh: ClothMesh, step: int) -> np.ndarray:
-    """The vertex ``step`` corners on (1: next, -1: previous) from each corner, in loop order."""
-    o = mesh.polygon_offsets
-    sizes = np.diff(o)
-    start = np.repeat(o[:-1], sizes)
-    corner = np.arange(len(start))
-    return mesh.polygon_vertices[start + (corner - start + step) % np.repeat(sizes, sizes)]
-
-
-def _check_corners(mesh: ClothMesh) -> None:
-    interior, poly, vertex = corner_angles(mesh)
-    # to the 0.01 degrees the message shows, so float32 coordinates of a corner at the limit pass
-    bad = np.flatnonzero(np.round(interior, 2) > MAX_CORNER_DEGREES)
-    if not len(bad):
-        return
-    angle, p, v = float(interior[bad[0]]), int(poly[bad[0]]), int(vertex[bad[0]])
-    split = f"split polygon {p} at vertex {v} (Connect Vertex Path) or triangulate the mesh"
-    if angle >= 360.0 - MAX_CORNER_DEGREES:
-        raise ValueError(
-            f"polygon {p} is not convex: its corner at vertex {v} is {angle:.2f} degrees, and Blender's "
-            f"cloth bends it erratically across the diagonal outside the polygon; {split}"
-        )
-    pairs = np.concatenate([mesh.edges, np.column_stack([mesh.polygon_vertices, _next_corner(mesh, 1)])])
-    neighbours = set(pairs[pairs[:, 0] == v, 1].tolist()) | set(pairs[pairs[:, 1] == v, 0].tolist())
-    # a vertex on two edges only goes away with its corner; any other would merge more faces
-    dissolve = f"dissolve vertex {v} (Dissolve Vertices) or triangulate the mesh"
-    raise ValueError(
-        f"polygon {p} has a corner of {angle:.2f} degrees at vertex {v}, and Blender's cloth bends it "
-        f"erratically past {MAX_CORNER_DEGREES:g} degrees (across the diagonal that skips the corner); "
-        f"{dissolve if len(neighbours) == 2 else split}"
-    )
+    check_corners(mesh)
 
 
 def build_topology(
-    mesh: ClothMesh, bending_model: str = "ANGULAR", shrink_min: float = 0.0, shrink_max: float = 0.0
+    mesh: ClothMesh,
+    bending_model: str = "ANGULAR",
+    shrink_min: float = 0.0,
+    shrink_max: float = 0.0,
+    sewing: bool = False,
 ) -> Topology:
-    """Springs and hinges as Blender's ``cloth_build_springs`` makes them."""
+    """Springs and hinges as Blender's ``cloth_build_springs`` makes them. With ``sewing``
+    every edge in no polygon becomes a sewing spring (rest length 0, the tension stiffness
+    without its maximum, not shrunk, not part of the mean structural length)."""
     validate_mesh(mesh)
     angular = bending_model == "ANGULAR"
     polygons = mesh.polygons()
@@ -251,14 +186,16 @@ def build_topology(
 
     for (a, b), k in reversed(edges):
         s = len(springs)
-        springs.append((a, b, SPRING_STRUCTURAL))
         polys = edge_polys.get(k, [])
+        springs.append((a, b, SPRING_SEWING if sewing and not polys else SPRING_STRUCTURAL))
         if angular and len(polys) == 2:
             hinges.append(
                 (a, b, s, [int(v) for v in polygons[polys[0]]], [int(v) for v in polygons[polys[1]]])
             )
 
     if not angular:
+        if any(kind == SPRING_SEWING for _, _, kind in springs):
+            raise ValueError("sewing springs with the linear bending model are not simulated")
         springs = _linear_bending_springs(springs)
 
     spring_arr = np.array([(i, j) for i, j, _ in springs], dtype=np.int32).reshape(-1, 2)
@@ -273,7 +210,6 @@ def build_topology(
         flat += fb
 
     hinge_arr = np.array([(h[0], h[1]) for h in hinges], dtype=np.int32).reshape(-1, 2)
-    n_vertices = mesh.vertex_count
     w4 = mesh.pin_weights**4
     pinned = (w4 >= SOFTGOALSNAP).astype(np.int32)
     goal = np.where((pinned == 0) & (w4 > np.finfo(np.float32).eps), w4, 0.0)
@@ -289,7 +225,7 @@ def build_topology(
         goal_weight=goal,
         spring_lin_stiffness=_spring_lin_stiffness(mesh, spring_arr, kind_arr),
         hinge_ang_stiffness=_pair_mean(mesh.bending_stiffness_weight, hinge_arr, mesh.vertex_count),
-        spring_shrink=shrink_factors(mesh.shrink_weight, spring_arr, n_vertices, shrink_min, shrink_max),
+        spring_shrink=_spring_shrink(mesh, spring_arr, kind_arr, shrink_min, shrink_max),
     )
 
 
@@ -304,6 +240,14 @@ def shrink_factors(
     w = np.zeros(n) if weights is None else np.asarray(weights, dtype=np.float64)
     k = (1.0 - shrink_min) + (shrink_min - shrink_max) * w
     return np.sqrt(k[pairs[:, 0]] * k[pairs[:, 1]])
+
+
+def _spring_shrink(
+    mesh: ClothMesh, springs: np.ndarray, kind: np.ndarray, shrink_min: float, shrink_max: float
+) -> np.ndarray:
+    """Shrink factors, 0 for sewing springs (their rest length is 0)."""
+    factors = shrink_factors(mesh.shrink_weight, springs, mesh.vertex_count, shrink_min, shrink_max)
+    return np.where(kind == SPRING_SEWING, 0.0, factors)
 
 
 def _pair_mean(weights: np.ndarray | None, pairs: np.ndarray, n: int) -> np.ndarray:
@@ -326,6 +270,8 @@ def _spring_lin_stiffness(mesh: ClothMesh, springs: np.ndarray, kind: np.ndarray
     for k, weights in groups.items():
         mask = kind == k
         lin[mask] = _pair_mean(weights, springs[mask], n)
+    # sewing springs keep 0: cloth_update_springs resets every spring's weight before each
+    # step and gives them none back (the build's 1 never acts)
     return lin
 
 
