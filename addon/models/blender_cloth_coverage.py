@@ -41,6 +41,7 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "vertex_group_shrink",
         "use_sewing_springs",  # with the angular bending model; with the linear one refused
         "sewing_force_max",
+        "use_dynamic_mesh",  # the rest shape follows the input mesh, sampled every frame
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
     "ClothCollisionSettings": (),
@@ -67,7 +68,6 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "internal_compression_stiffness",
         "internal_compression_stiffness_max",
         "vertex_group_intern",
-        "use_dynamic_mesh",
         "rest_shape_key",
         "goal_default",
     ),

@@ -38,8 +38,6 @@ def _cloth_settings(ob: bpy.types.Object, s: bpy.types.ClothSettings) -> Iterato
             _on("Sewing", "settings.use_sewing_springs")
             + " with the Linear bending model and the mesh has loose (sewing) edges"
         )
-    if s.use_dynamic_mesh:
-        yield _on("Dynamic Mesh", "settings.use_dynamic_mesh")
     keys = ob.data.shape_keys
     # the reference key is what Blender sets by itself, and the shape the model starts from
     if s.rest_shape_key is not None and (keys is None or s.rest_shape_key != keys.reference_key):

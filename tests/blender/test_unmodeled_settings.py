@@ -103,7 +103,6 @@ REFUSED = {
         lambda ob: (loose_edge(ob), settings(use_sewing_springs=True, bending_model="LINEAR")(ob)),
         "settings.use_sewing_springs",
     ),
-    "dynamic mesh": (settings(use_dynamic_mesh=True), "settings.use_dynamic_mesh"),
     "rest shape key": (rest_key, "settings.rest_shape_key"),
     "goal default": (pinned_goal_default, "settings.goal_default"),
     "quality 1": (settings(quality=1), "settings.quality"),
@@ -161,7 +160,8 @@ ACCEPTED = {
         setattr(cloth(ob).settings.effector_weights, "collection", bpy.data.collections.new("Empty")),
     ),
     "sewing without loose edges": settings(use_sewing_springs=True),
-    # simulated: sewing springs (angular bending)
+    # simulated: dynamic mesh, sewing springs (angular bending)
+    "dynamic mesh": settings(use_dynamic_mesh=True),
     "sewing": lambda ob: (loose_edge(ob), settings(use_sewing_springs=True)(ob)),
     "pressure group with pressure off": group_setting("vertex_group_pressure"),
     # simulated: the stiffness groups and their maxima

@@ -125,6 +125,7 @@ def record_rollout_backward(
             )
             inner.zero()
 
+        rest_frame = -1
         for s in range(total, 0, -1):
             for r in rows_at_state.get(s, []):
                 wp.launch(
@@ -133,6 +134,9 @@ def record_rollout_backward(
             k = (s - 1) % n_sub
             fi = (s - 1) // n_sub
             iterations = int(rollout.cg_iterations[s - 1])
+            if fi != rest_frame:  # the rest shape the forward pass had for this frame
+                sim.frame_rest(plan, fi)
+                rest_frame = fi
             wp.copy(x_in, rollout.state_x[s - 1])
             wp.copy(v_in, rollout.state_v[s - 1])
 

@@ -50,6 +50,10 @@ class ClothArrays:
     spring_rest_length: wp.array  # (S,) dtype
     hinge_rest_angle: wp.array  # (H,) dtype
     avg_spring_length: float  # mean structural (shrunk) rest length; scales the spring stiffnesses
+    # (1,) dtype: 1 / the mean structural rest length as the kernels read it (a device value,
+    # so a rest shape that follows the animated mesh can change it between frames)
+    inv_avg_spring_length: wp.array
+    spring_shrink: wp.array  # (S,) dtype, each spring's shrink factor (0 for sewing)
 
     @classmethod
     def build(cls, mesh: ClothMesh, top: Topology, dtype: type, device: str) -> ClothArrays:
@@ -100,6 +104,7 @@ class ClothArrays:
                 )
         rest = spring_rest_length.numpy().astype(np.float64)
         structural = top.structural_mask
+        avg = float(rest[structural].mean()) if structural.any() else 1.0
         return cls(
             device=d,
             dtype=dtype,
@@ -127,5 +132,41 @@ class ClothArrays:
             vertex_hinge_roles=hinge_roles,
             spring_rest_length=spring_rest_length,
             hinge_rest_angle=hinge_rest_angle,
-            avg_spring_length=float(rest[structural].mean()) if structural.any() else 1.0,
+            avg_spring_length=avg,
+            inv_avg_spring_length=wp.array([1.0 / avg], dtype=dtype, device=d),
+            spring_shrink=spring_shrink,
         )
+
+    def update_rest(self, positions: wp.array) -> None:
+        """Rest lengths (shrunk), rest angles and the mean structural length measured on
+        ``positions``: Blender's dynamic mesh does this every frame on the input mesh."""
+        fk = force_kernels(self.dtype)
+        d = self.device
+        wp.launch(
+            fk.spring_rest_lengths,
+            dim=self.spring_count,
+            device=d,
+            inputs=[positions, self.spring_vertices, self.spring_shrink],
+            outputs=[self.spring_rest_length],
+        )
+        wp.launch(
+            fk.structural_mean_inverse,
+            dim=1,
+            device=d,
+            inputs=[self.spring_rest_length, self.spring_kind],
+            outputs=[self.inv_avg_spring_length],
+        )
+        if self.hinge_count:
+            wp.launch(
+                fk.hinge_rest_angles,
+                dim=self.hinge_count,
+                device=d,
+                inputs=[
+                    positions,
+                    self.hinge_vertices,
+                    self.hinge_face_a,
+                    self.hinge_face_b,
+                    self.hinge_face_vertices,
+                ],
+                outputs=[self.hinge_rest_angle],
+            )

@@ -177,6 +177,24 @@ def force_kernels(dtype) -> SimpleNamespace:
         spring_rest_length[s] = wp.length(x[ij[1]] - x[ij[0]]) * spring_shrink[s]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
+    def structural_mean_inverse(
+        spring_rest_length: wp.array(dtype=dtype),
+        spring_kind: wp.array(dtype=wp.int32),
+        inv_avg: wp.array(dtype=dtype),
+    ):
+        # one thread, springs in order: 1 / Blender's avg_spring_len (structural springs only)
+        total = dtype(0.0)
+        count = int(0)  # noqa: UP018 (a dynamic Warp variable)
+        for s in range(spring_rest_length.shape[0]):
+            if spring_kind[s] == 0:
+                total = total + spring_rest_length[s]
+                count = count + 1
+        if total > dtype(0.0):
+            inv_avg[0] = dtype(count) / total
+        else:
+            inv_avg[0] = dtype(1.0)
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def hinge_rest_angles(
         x: wp.array(dtype=vec3),
         hinge_vertices: wp.array(dtype=wp.vec2i),
@@ -199,7 +217,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         params: wp.array(dtype=dtype),
         gravity: vec3,
         goal_time: dtype,
-        inv_avg_spring_length: dtype,
+        inv_avg: wp.array(dtype=dtype),
         force: wp.array(dtype=vec3),
         dfdx_diag: wp.array(dtype=mat33),
         dfdv_diag: wp.array(dtype=mat33),
@@ -207,6 +225,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         """Gravity, soft goal (pin) springs and air drag: the per-vertex terms (hinges and
         springs are gathered onto them when the system is assembled)."""
         i = wp.tid()
+        inv_avg_spring_length = inv_avg[0]
         mass = params[PARAM_MASS]
         f = mass * gravity * dtype(0.001)
         jx = mat33()
@@ -279,7 +298,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         spring_rest_length: wp.array(dtype=dtype),
         spring_lin_stiffness: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
-        inv_avg_spring_length: dtype,
+        inv_avg: wp.array(dtype=dtype),
         angular_model: wp.int32,
         sewing_force_max: dtype,
         spring_force: wp.array(dtype=vec3),
@@ -289,6 +308,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         """Structural, compression, shear, linear-bending and sewing springs with their
         Jacobians: the force on the spring's first vertex (the second gets its negative)."""
         s = wp.tid()
+        inv_avg_spring_length = inv_avg[0]
         i = spring_vertices[s][0]
         j = spring_vertices[s][1]
         extent = x[j] - x[i]
@@ -351,6 +371,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         vec3=vec3,
         mat33=mat33,
         spring_rest_lengths=spring_rest_lengths,
+        structural_mean_inverse=structural_mean_inverse,
         hinge_rest_angles=hinge_rest_angles,
         vertex_forces=vertex_forces,
         hinge_forces=hinge_forces,

@@ -8,6 +8,7 @@ state and goals in and out around each launch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,8 +94,10 @@ class SubstepGraphs:
         plan: RolloutPlan,
         initial: ClothState,
         outputs: RolloutOutputs,
+        frame_rest: Callable[[RolloutPlan, int], None],
     ) -> None:
-        """Replay the graphs for every substep of ``plan`` from ``initial``."""
+        """Replay the graphs for every substep of ``plan`` from ``initial``; ``frame_rest``
+        runs before each frame's substeps (the rest shape of a dynamic mesh)."""
         io = self.capture(settings, buf, params, plan.schedule)
         d = self.solver.arrays.device
         x, v = io.state.x, io.state.v
@@ -109,6 +112,7 @@ class SubstepGraphs:
         for fi in range(plan.n_frames):
             wp.copy(io.goal_old, plan.goals[fi])
             wp.copy(io.goal_new, plan.goals[fi + 1])
+            frame_rest(plan, fi)
             for graph in io.graphs:
                 if frozen is not None:
                     wp.copy(buf.frozen, frozen, src_offset=s, count=1)

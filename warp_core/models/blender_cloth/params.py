@@ -70,6 +70,9 @@ class ClothParams:
     # (0: no cap)
     use_sewing_springs: bool = False
     sewing_force_max: float = 0.0
+    # dynamic mesh: every frame the rest shape (spring lengths, hinge angles, the mean
+    # structural length) is measured again on the input mesh, as the pin goals carry it
+    use_dynamic_mesh: bool = False
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
 
     def values(self) -> dict[str, float]:

@@ -226,7 +226,7 @@ class ClothSimulator:
             initial = ClothState(x_init, v_init)
             outputs.write_positions(f0, x_init)
             if self.use_graphs:
-                self._graphs.run(self.settings, buf, self.params, plan, initial, outputs)
+                self._graphs.run(self.settings, buf, self.params, plan, initial, outputs, self.frame_rest)
             else:
                 self._run_kernel_by_kernel(buf, plan, initial, outputs, check_every)
             result = Rollout(
@@ -259,6 +259,7 @@ class ClothSimulator:
         s = 0
         for fi in range(plan.n_frames):
             goal_old, goal_new = plan.goals[fi], plan.goals[fi + 1]
+            self.frame_rest(plan, fi)
             for k in range(len(plan.schedule)):
                 if keep_states:
                     state = ClothState(outputs.state_x[s], outputs.state_v[s])
@@ -284,6 +285,13 @@ class ClothSimulator:
                 )
                 s += 1
             outputs.write_positions(plan.start_frame + fi + 1, next_state.x)
+
+    def frame_rest(self, plan: RolloutPlan, fi: int) -> None:
+        """Before the substeps of frame ``fi`` of ``plan``: with a dynamic mesh, the rest
+        shape is the input mesh of the frame being stepped to (Blender's cloth_update_verts
+        and cloth_update_spring_lengths); otherwise it stays the start frame's."""
+        if self.settings.use_dynamic_mesh:
+            self.solver.arrays.update_rest(plan.goals[fi + 1])
 
     # ---------------------------------------------------------------- captured graphs
     @property

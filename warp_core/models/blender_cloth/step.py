@@ -131,7 +131,6 @@ class SubstepSolver:
         n = a.vertex_count
         dt = a.dtype
         x, v = state.x, state.v
-        inv_len = dt(1.0 / a.avg_spring_length)
         if inputs.frame_start:
             wp.launch(
                 k_.pin_velocities,
@@ -155,7 +154,7 @@ class SubstepSolver:
                 params,
                 gravity,
                 dt(inputs.goal_time),
-                inv_len,
+                a.inv_avg_spring_length,
             ],
             outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag],
         )
@@ -192,7 +191,7 @@ class SubstepSolver:
                 a.spring_rest_length,
                 a.spring_lin_stiffness,
                 params,
-                inv_len,
+                a.inv_avg_spring_length,
                 angular,
                 dt(settings.sewing_force_max),
             ],
