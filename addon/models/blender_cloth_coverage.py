@@ -42,6 +42,11 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "use_sewing_springs",  # with the angular bending model; with the linear one refused
         "sewing_force_max",
         "use_dynamic_mesh",  # the rest shape follows the input mesh, sampled every frame
+        "use_pressure",  # on triangles and quads, without fluid density or a pressure group
+        "use_pressure_volume",
+        "uniform_pressure_force",
+        "target_volume",
+        "pressure_factor",
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
     "ClothCollisionSettings": (),
@@ -52,13 +57,8 @@ SIMULATED: dict[str, tuple[str, ...]] = {
 # Settings that only act through a refused switch are listed with that switch.
 REFUSED: dict[str, tuple[str, ...]] = {
     "ClothSettings": (
-        "use_pressure",
-        "use_pressure_volume",
-        "uniform_pressure_force",
-        "target_volume",
-        "pressure_factor",
-        "fluid_density",
-        "vertex_group_pressure",
+        "fluid_density",  # with pressure on
+        "vertex_group_pressure",  # with pressure on
         "use_internal_springs",
         "internal_spring_normal_check",
         "internal_spring_max_length",

@@ -29,7 +29,14 @@ def _on(label: str, path: str) -> str:
 
 def _cloth_settings(ob: bpy.types.Object, s: bpy.types.ClothSettings) -> Iterator[str]:
     if s.use_pressure:
-        yield _on("Pressure", "settings.use_pressure")
+        # simulated: uniform pressure and the volume it returns to, on triangles and quads
+        if s.fluid_density != 0.0:
+            yield f"Pressure with a Fluid Density (settings.fluid_density = {s.fluid_density:g})"
+        if s.vertex_group_pressure:
+            yield f"Pressure Scale group (settings.vertex_group_pressure = '{s.vertex_group_pressure}')"
+        big = next((p.index for p in ob.data.polygons if len(p.vertices) > 4), None)
+        if big is not None:
+            yield f"Pressure (settings.use_pressure) on polygon {big} of more than 4 corners (triangulate it)"
     if s.use_internal_springs:
         yield _on("Internal Springs", "settings.use_internal_springs")
     if s.use_sewing_springs and s.bending_model == "LINEAR" and _has_loose_edges(ob.data):

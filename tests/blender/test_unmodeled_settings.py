@@ -97,7 +97,11 @@ REFUSED = {
         settings(**{"collision.use_self_collision": True}),
         "collision_settings.use_self_collision",
     ),
-    "pressure": (settings(use_pressure=True), "settings.use_pressure"),
+    "pressure with fluid density": (settings(use_pressure=True, fluid_density=1.0), "settings.fluid_density"),
+    "pressure with a pressure group": (
+        lambda ob: (settings(use_pressure=True)(ob), group_setting("vertex_group_pressure")(ob)),
+        "settings.vertex_group_pressure",
+    ),
     "internal springs": (settings(use_internal_springs=True), "settings.use_internal_springs"),
     "sewing with linear bending": (
         lambda ob: (loose_edge(ob), settings(use_sewing_springs=True, bending_model="LINEAR")(ob)),
@@ -160,7 +164,8 @@ ACCEPTED = {
         setattr(cloth(ob).settings.effector_weights, "collection", bpy.data.collections.new("Empty")),
     ),
     "sewing without loose edges": settings(use_sewing_springs=True),
-    # simulated: dynamic mesh, sewing springs (angular bending)
+    # simulated: pressure, dynamic mesh, sewing springs (angular bending)
+    "pressure": settings(use_pressure=True, uniform_pressure_force=2.0),
     "dynamic mesh": settings(use_dynamic_mesh=True),
     "sewing": lambda ob: (loose_edge(ob), settings(use_sewing_springs=True)(ob)),
     "pressure group with pressure off": group_setting("vertex_group_pressure"),

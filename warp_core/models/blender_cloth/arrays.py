@@ -1,5 +1,6 @@
-"""The fixed arrays of one cloth mesh on one device, built once from the mesh and its
-springs and hinges: nothing here changes during a rollout or with the parameters."""
+"""The arrays of one cloth mesh on one device, built once from the mesh and its springs and
+hinges. Nothing here changes with the parameters; during a rollout only the rest shape
+does, and only with a dynamic mesh (:meth:`ClothArrays.update_rest`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import warp as wp
 
 from ...mesh import ClothMesh
 from .force_kernels import force_kernels
+from .pressure import pressure_kernels, pressure_tables
 from .tape import suspended_tape
 from .topology import Topology, vertex_tables
 
@@ -54,10 +56,20 @@ class ClothArrays:
     # so a rest shape that follows the animated mesh can change it between frames)
     inv_avg_spring_length: wp.array
     spring_shrink: wp.array  # (S,) dtype, each spring's shrink factor (0 for sewing)
+    # pressure: Blender's triangles, each vertex's triangles, and the volume it returns to
+    # (empty and unused without pressure)
+    pressure_tris: wp.array  # (T,) vec3i
+    vertex_tri_offsets: wp.array  # (N + 1,) int32
+    vertex_tri_ids: wp.array  # int32
+    initial_volume: wp.array  # (1,) dtype
 
     @classmethod
-    def build(cls, mesh: ClothMesh, top: Topology, dtype: type, device: str) -> ClothArrays:
-        """Upload the mesh and topology and measure rest lengths and angles on ``device``."""
+    def build(
+        cls, mesh: ClothMesh, top: Topology, dtype: type, device: str, pressure_volume: float | None = None
+    ) -> ClothArrays:
+        """Upload the mesh and topology and measure rest lengths and angles on ``device``.
+        ``pressure_volume``: with pressure, the volume it returns to (0: the rest mesh's);
+        None without pressure."""
         fk = force_kernels(dtype)
         np_float = np.float32 if dtype == wp.float32 else np.float64
         d = device
@@ -102,6 +114,25 @@ class ClothArrays:
                     inputs=[rest_positions, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices],
                     outputs=[hinge_rest_angle],
                 )
+        if pressure_volume is None:
+            tris, tri_offsets, tri_ids = (
+                np.zeros((0, 3), np.int32),
+                np.zeros(n + 1, np.int32),
+                np.zeros(0, np.int32),
+            )
+        else:
+            tris, tri_offsets, tri_ids = pressure_tables(mesh)
+        pressure_tris = wp.array(tris, dtype=wp.vec3i, device=d)
+        initial_volume = wp.array([pressure_volume or 0.0], dtype=dtype, device=d)
+        if pressure_volume == 0.0:  # the rest mesh's volume, as Blender measures it
+            with suspended_tape():
+                wp.launch(
+                    pressure_kernels(dtype).mesh_volume,
+                    dim=1,
+                    device=d,
+                    inputs=[rest_positions, pressure_tris],
+                    outputs=[initial_volume],
+                )
         rest = spring_rest_length.numpy().astype(np.float64)
         structural = top.structural_mask
         avg = float(rest[structural].mean()) if structural.any() else 1.0
@@ -135,6 +166,10 @@ class ClothArrays:
             avg_spring_length=avg,
             inv_avg_spring_length=wp.array([1.0 / avg], dtype=dtype, device=d),
             spring_shrink=spring_shrink,
+            pressure_tris=pressure_tris,
+            vertex_tri_offsets=ints(tri_offsets),
+            vertex_tri_ids=ints(tri_ids),
+            initial_volume=initial_volume,
         )
 
     def update_rest(self, positions: wp.array) -> None:

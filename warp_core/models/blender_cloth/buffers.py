@@ -29,6 +29,8 @@ class SubstepBuffers:
 
         self.v_start = vec()
         self.force = vec()
+        self.pressure = wp.zeros(1, dtype=dtype, device=device, requires_grad=requires_grad)
+        self.pressure_force = vec()  # stays 0 without pressure
         self.dfdx_diag = mat(n)
         self.dfdv_diag = mat(n)
         self.hinge_force_a = vec(n_hinges)

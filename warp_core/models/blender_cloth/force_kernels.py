@@ -218,12 +218,13 @@ def force_kernels(dtype) -> SimpleNamespace:
         gravity: vec3,
         goal_time: dtype,
         inv_avg: wp.array(dtype=dtype),
+        pressure_force: wp.array(dtype=vec3),
         force: wp.array(dtype=vec3),
         dfdx_diag: wp.array(dtype=mat33),
         dfdv_diag: wp.array(dtype=mat33),
     ):
-        """Gravity, soft goal (pin) springs and air drag: the per-vertex terms (hinges and
-        springs are gathered onto them when the system is assembled)."""
+        """Gravity, soft goal (pin) springs, air drag and the pressure force: the per-vertex
+        terms (hinges and springs are gathered onto them when the system is assembled)."""
         i = wp.tid()
         inv_avg_spring_length = inv_avg[0]
         mass = params[PARAM_MASS]
@@ -245,6 +246,7 @@ def force_kernels(dtype) -> SimpleNamespace:
                 jv = jv - c * wp.outer(d, d)
         drag = params[PARAM_AIR] * dtype(0.01)
         f = f - drag * v[i]
+        f = f + pressure_force[i]  # explicit, after the drag as in Blender
         jv = jv - drag * wp.identity(3, dtype)
         force[i] = f
         dfdx_diag[i] = jx

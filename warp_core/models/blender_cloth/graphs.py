@@ -55,6 +55,7 @@ class SubstepGraphs:
             schedule.time_scale,
             tuple(settings.gravity),
             settings.sewing_force_max,
+            (settings.use_pressure, settings.uniform_pressure_force, settings.pressure_factor),
             id(buf),
         )
         if self._cached is not None and self._cached[0] == key:

@@ -73,6 +73,14 @@ class ClothParams:
     # dynamic mesh: every frame the rest shape (spring lengths, hinge angles, the mean
     # structural length) is measured again on the input mesh, as the pin goals carry it
     use_dynamic_mesh: bool = False
+    # pressure (see ``pressure``): uniform, and back towards the rest or a target volume
+    use_pressure: bool = False
+    uniform_pressure_force: float = 0.0
+    use_pressure_volume: bool = False
+    target_volume: float = 0.0
+    pressure_factor: float = 1.0
+    # hydrostatic pressure: not simulated (the input check refuses it; overridden, ignored)
+    fluid_density: float = 0.0
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
 
     def values(self) -> dict[str, float]:
@@ -110,6 +118,10 @@ class ClothParams:
             # Blender's hard range is [-FLT_MAX, 1]: at most 1 keeps every shrink factor >= 0
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v > 1.0:
                 raise ValueError(f"{name} must be a finite number <= 1, got {v!r}")
+        for name in ("uniform_pressure_force", "target_volume", "pressure_factor", "fluid_density"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
         v = self.sewing_force_max
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0.0:
             raise ValueError(f"sewing_force_max must be a finite number >= 0, got {v!r}")

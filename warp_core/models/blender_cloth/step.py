@@ -13,16 +13,10 @@ import warp as wp
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
 from .params import ClothParams
-from .schedule import CG_MAX_ITERATIONS, CG_TOLERANCE, SubstepSchedule
+from .pressure import launch_pressure
+from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS, CG_TOLERANCE, SubstepSchedule, conditional_nodes
 from .solver_kernels import solver_kernels
 from .state import ClothState
-
-# Where a captured CG loop may stop: the iterations up to each bound run as one block, and
-# the next block only if the CG is still active (a conditional graph node). Even bounds,
-# ending at CG_MAX_ITERATIONS. Blocks of 4 (2 at first): on the CPU a 12x12 sheet's rollout
-# took 151 ms running all 100 iterations masked, 57 ms with these blocks, 65-96 ms with
-# blocks doubling in size (0, 2, 4, 8, 16, ...); blocks of 2 were no faster than 4.
-CG_BLOCK_BOUNDS = (0, 2, 4, 6, *range(8, CG_MAX_ITERATIONS, 4), CG_MAX_ITERATIONS)
 
 
 @dataclass(frozen=True)
@@ -42,12 +36,6 @@ class SubstepInputs:
         """Inputs of substep ``k`` of a frame."""
         goal_time, pin_time = schedule.times(k)
         return cls(goal_old, goal_new, k == 0, goal_time, pin_time, schedule.h)
-
-
-def _conditional_nodes(device: str) -> bool:
-    """Whether a captured graph can branch on the device: always on the CPU, on CUDA with a
-    12.4+ driver and toolkit (else all iterations run, masked)."""
-    return wp.get_device(device).is_cpu or wp.is_conditional_graph_supported()
 
 
 @dataclass(frozen=True)
@@ -141,6 +129,8 @@ class SubstepSolver:
             )
             v = buf.v_start
         gravity = fk.vec3(*[float(g) for g in settings.gravity])
+        if settings.use_pressure:
+            launch_pressure(a, settings, x, buf)
         wp.launch(
             fk.vertex_forces,
             dim=n,
@@ -155,6 +145,7 @@ class SubstepSolver:
                 gravity,
                 dt(inputs.goal_time),
                 a.inv_avg_spring_length,
+                buf.pressure_force,
             ],
             outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag],
         )
@@ -267,7 +258,7 @@ class SubstepSolver:
             buf.frozen.fill_(cg.frozen_count)
         wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
         frozen_count = cg.frozen_count
-        if cg.in_graph and buf.ping_pong and _conditional_nodes(d):
+        if cg.in_graph and buf.ping_pong and conditional_nodes(d):
             # captured: blocks of iterations, each entered only while the CG is active
             self._graph_blocks(buf, 0)
             return CG_BLOCK_BOUNDS[-1]
