@@ -100,10 +100,9 @@ def test_fit_of_a_pressurised_cloth_replays_in_blender() -> None:
         ties={"compression_stiffness": "tension_stiffness"},
     )
     result = fit_module.fit(problem, fit_module.FitSettings())
-    print("FIT", result.params, result.rmse_m, result.outcome, result.outcome_reason)
+    # measured: tension 40.0001, bending 2.000001, model RMSE 4.5e-8 m, Blender's replay 1.9e-8 m
     assert result.outcome == "converged", result.outcome_reason
     assert result.params["tension_stiffness"] == pytest.approx(40.0, rel=0.02)
     cloth_scene.set_modifier_values(cloth_scene.find_cloth_modifier(ob), dict(result.params))
     rmse = replay_rmse(ob, reference, frames)
-    print("REPLAY", rmse)
     assert rmse <= 1e-3, rmse
