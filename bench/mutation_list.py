@@ -318,8 +318,8 @@ SEVERAL_OBJECTS = [
         "shared_pooled_outcome",
         "a shared fit is called converged on the pooled RMSE alone",
         SHARED,
-        "if rmse <= tolerance_m and not joint.cancelled:",
-        'if (rmse <= tolerance_m or outcome == "converged") and not joint.cancelled:',
+        "if rmse <= tolerance_m and not joint.cancelled and rounding is None:",
+        'if (rmse <= tolerance_m or outcome == "converged") and not joint.cancelled and rounding is None:',
         SELECTED,
     ),
     Mutation(
