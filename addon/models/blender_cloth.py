@@ -27,6 +27,7 @@ from ..scene.mesh_read import (
     world_positions,
 )
 from .base import TieOption
+from .blender_cloth_fields import field_rows
 from .blender_cloth_unmodeled import cautions, unmodeled_settings
 
 NAME = "blender_cloth"
@@ -80,7 +81,8 @@ def export_cloth_params(mod: bpy.types.ClothModifier, scene: bpy.types.Scene) ->
     values["quality"] = int(values["quality"])
     values["time_scale"] = float(values["time_scale"])
     values["bending_model"] = str(values["bending_model"])
-    return ClothParams(**values, gravity=gravity)
+    fields = field_rows(scene, mod)
+    return ClothParams(**values, gravity=gravity, force_fields=fields, fps=float(scene.render.fps))
 
 
 def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> ClothMesh:

@@ -50,7 +50,9 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
     "ClothCollisionSettings": (),
-    "EffectorWeights": ("gravity",),
+    # all, force and wind weigh the Wind and Force fields the model simulates
+    # (blender_cloth_fields); a field the model does not simulate is refused by name
+    "EffectorWeights": ("gravity", "all", "force", "wind"),
 }
 
 # Refused by the input check when they change the motion (each needs --allow-unmodeled).
@@ -87,11 +89,8 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "vertex_group_self_collisions",
     ),
     "EffectorWeights": (
-        "all",
-        "force",
         "vortex",
         "magnetic",
-        "wind",
         "curve_guide",
         "texture",
         "harmonic",

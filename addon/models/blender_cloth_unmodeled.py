@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import bpy
 
-from .blender_cloth_coverage import FIELD_WEIGHTS
+from .blender_cloth_fields import acting_fields, unsupported
 
 
 def unmodeled_settings(
@@ -81,20 +81,15 @@ def _collisions(scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.Clo
 
 
 def _effectors(scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier) -> Iterator[str]:
-    w = mod.settings.effector_weights
-    pool = w.collection.all_objects if w.collection is not None else scene.objects
-    for o in sorted(pool, key=lambda o: o.name):
-        field = o.field
-        if o == ob or field is None or field.type == "NONE":
-            continue
-        name = FIELD_WEIGHTS.get(field.type)
-        own = float(getattr(w, name)) if name else 1.0  # a field type newer than this list
-        if float(w.all) * own != 0.0:
-            kind = field.type.replace("_", " ").title()
-            yield (
-                f"Force Field '{o.name}' ({kind}) acts on the cloth (effector_weights.all {w.all:g}, "
-                f"effector_weights.{name or field.type.lower()} {own:g})"
-            )
+    fields = list(acting_fields(scene, mod))
+    for o, weight in fields:
+        why = unsupported(o, weight, mod)
+        if why:
+            yield why
+    if fields:
+        big = next((p.index for p in ob.data.polygons if len(p.vertices) > 4), None)
+        if big is not None:
+            yield f"Force fields act on polygon {big} of more than 4 corners (triangulate it)"
 
 
 # Blender's own result moves this share of the motion when an input changes by one part in

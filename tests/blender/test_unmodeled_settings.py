@@ -110,7 +110,18 @@ REFUSED = {
     "rest shape key": (rest_key, "settings.rest_shape_key"),
     "goal default": (pinned_goal_default, "settings.goal_default"),
     "quality 1": (settings(quality=1), "settings.quality"),
-    "wind": (lambda ob: force_field("WIND", "Wind"), "Force Field 'Wind'"),
+    "wind with noise": (
+        lambda ob: setattr(force_field("WIND", "Wind").field, "noise", 0.5),
+        "Force Field 'Wind' (Wind) has noise 0.5 (field.noise)",
+    ),
+    "wind with the tube falloff": (
+        lambda ob: setattr(force_field("WIND", "Wind").field, "falloff_type", "TUBE"),
+        "field.falloff_type",
+    ),
+    "force field of line shape": (
+        lambda ob: setattr(force_field("FORCE", "Push").field, "shape", "LINE"),
+        "field.shape",
+    ),
     "turbulence": (lambda ob: force_field("TURBULENCE", "Noise"), "effector_weights.turbulence"),
 }
 
@@ -164,7 +175,9 @@ ACCEPTED = {
         setattr(cloth(ob).settings.effector_weights, "collection", bpy.data.collections.new("Empty")),
     ),
     "sewing without loose edges": settings(use_sewing_springs=True),
-    # simulated: pressure, dynamic mesh, sewing springs (angular bending)
+    # simulated: Wind and Force fields, pressure, dynamic mesh, sewing springs (angular bending)
+    "wind": lambda ob: force_field("WIND", "Wind"),
+    "force field": lambda ob: force_field("FORCE", "Push"),
     "pressure": settings(use_pressure=True, uniform_pressure_force=2.0),
     "dynamic mesh": settings(use_dynamic_mesh=True),
     "sewing": lambda ob: (loose_edge(ob), settings(use_sewing_springs=True)(ob)),
@@ -235,14 +248,15 @@ def test_every_blender_setting_is_decided() -> None:
 
 
 def test_batch_refuses_then_fits_with_allow_unmodeled(tmp_path: Path) -> None:
-    scene = tiny_scene(tmp_path / "wind.blend")
-    force_field("WIND", "Wind").field.strength = 0.0  # still refused: the weight, not the strength, decides
+    scene = tiny_scene(tmp_path / "noise.blend")
+    # still refused: the weight, not the strength, decides
+    force_field("TURBULENCE", "Noise").field.strength = 0.0
     bpy.ops.wm.save_as_mainfile(filepath=str(scene))
 
     proc = run_batch(scene, "--report", tmp_path / "refused.json", "--quiet", timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = our_errors(proc.stderr)
-    assert len(lines) == 1 and "Force Field 'Wind'" in lines[0] and "--allow-unmodeled" in lines[0], (
+    assert len(lines) == 1 and "Force Field 'Noise'" in lines[0] and "--allow-unmodeled" in lines[0], (
         proc.stderr
     )
     assert not (tmp_path / "refused.json").exists()
@@ -251,4 +265,4 @@ def test_batch_refuses_then_fits_with_allow_unmodeled(tmp_path: Path) -> None:
     assert proc.returncode in (0, 4), proc.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     (entry,) = report["objects"]
-    assert any("Force Field 'Wind'" in w for w in entry["warnings"]), entry["warnings"]
+    assert any("Force Field 'Noise'" in w for w in entry["warnings"]), entry["warnings"]

@@ -10,6 +10,7 @@ import numpy as np
 import warp as wp
 
 from ...mesh import ClothMesh
+from .fields import field_table
 from .force_kernels import force_kernels
 from .pressure import pressure_kernels, pressure_tables
 from .tape import suspended_tape
@@ -62,10 +63,17 @@ class ClothArrays:
     vertex_tri_offsets: wp.array  # (N + 1,) int32
     vertex_tri_ids: wp.array  # int32
     initial_volume: wp.array  # (1,) dtype
+    field_table: wp.array  # (F, FIELD_COLUMNS) dtype, the force fields (a zero row when none)
 
     @classmethod
     def build(
-        cls, mesh: ClothMesh, top: Topology, dtype: type, device: str, pressure_volume: float | None = None
+        cls,
+        mesh: ClothMesh,
+        top: Topology,
+        dtype: type,
+        device: str,
+        pressure_volume: float | None = None,
+        force_fields: tuple = (),
     ) -> ClothArrays:
         """Upload the mesh and topology and measure rest lengths and angles on ``device``.
         ``pressure_volume``: with pressure, the volume it returns to (0: the rest mesh's);
@@ -114,7 +122,7 @@ class ClothArrays:
                     inputs=[rest_positions, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices],
                     outputs=[hinge_rest_angle],
                 )
-        if pressure_volume is None:
+        if pressure_volume is None and not force_fields:
             tris, tri_offsets, tri_ids = (
                 np.zeros((0, 3), np.int32),
                 np.zeros(n + 1, np.int32),
@@ -170,6 +178,7 @@ class ClothArrays:
             vertex_tri_offsets=ints(tri_offsets),
             vertex_tri_ids=ints(tri_ids),
             initial_volume=initial_volume,
+            field_table=wp.array(field_table(force_fields), dtype=dtype, device=d),
         )
 
     def update_rest(self, positions: wp.array) -> None:

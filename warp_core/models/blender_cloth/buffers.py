@@ -31,6 +31,9 @@ class SubstepBuffers:
         self.force = vec()
         self.pressure = wp.zeros(1, dtype=dtype, device=device, requires_grad=requires_grad)
         self.pressure_force = vec()  # stays 0 without pressure
+        self.field_wind = vec()  # the force fields' wind and push per vertex, and the
+        self.field_push = vec()  # force the triangles spread from them (0 without fields)
+        self.field_force = vec()
         self.dfdx_diag = mat(n)
         self.dfdv_diag = mat(n)
         self.hinge_force_a = vec(n_hinges)

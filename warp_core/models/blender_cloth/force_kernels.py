@@ -219,6 +219,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         goal_time: dtype,
         inv_avg: wp.array(dtype=dtype),
         pressure_force: wp.array(dtype=vec3),
+        field_force: wp.array(dtype=vec3),
         force: wp.array(dtype=vec3),
         dfdx_diag: wp.array(dtype=mat33),
         dfdv_diag: wp.array(dtype=mat33),
@@ -246,7 +247,9 @@ def force_kernels(dtype) -> SimpleNamespace:
                 jv = jv - c * wp.outer(d, d)
         drag = params[PARAM_AIR] * dtype(0.01)
         f = f - drag * v[i]
-        f = f + pressure_force[i]  # explicit, after the drag as in Blender
+        # explicit, after the drag as in Blender: pressure, then force fields
+        f = f + pressure_force[i]
+        f = f + field_force[i]
         jv = jv - drag * wp.identity(3, dtype)
         force[i] = f
         dfdx_diag[i] = jx

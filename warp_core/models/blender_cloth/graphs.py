@@ -56,6 +56,7 @@ class SubstepGraphs:
             tuple(settings.gravity),
             settings.sewing_force_max,
             (settings.use_pressure, settings.uniform_pressure_force, settings.pressure_factor),
+            (settings.force_fields, settings.fps),
             id(buf),
         )
         if self._cached is not None and self._cached[0] == key:

@@ -87,6 +87,8 @@ class BlenderClothModel:
         values = dict(values)
         if "gravity" in values:
             values["gravity"] = tuple(values["gravity"])
+        if "force_fields" in values:
+            values["force_fields"] = tuple(tuple(float(c) for c in row) for row in values["force_fields"])
         return ClothParams(**values)
 
     def build(

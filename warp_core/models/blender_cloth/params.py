@@ -81,6 +81,9 @@ class ClothParams:
     pressure_factor: float = 1.0
     # hydrostatic pressure: not simulated (the input check refuses it; overridden, ignored)
     fluid_density: float = 0.0
+    # Wind and Force fields standing still (see ``fields``): one row of FIELD_COLUMNS each
+    force_fields: tuple = ()
+    fps: float = 24.0  # the scene's frames per second: a field's push is per second
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
 
     def values(self) -> dict[str, float]:
@@ -122,6 +125,11 @@ class ClothParams:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if not math.isfinite(self.fps) or self.fps <= 0.0:
+            raise ValueError(f"fps must be > 0, got {self.fps!r}")
+        for k, row in enumerate(self.force_fields):
+            if len(row) != 20 or not all(math.isfinite(float(c)) for c in row):
+                raise ValueError(f"force field {k} must be 20 finite numbers")
         v = self.sewing_force_max
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0.0:
             raise ValueError(f"sewing_force_max must be a finite number >= 0, got {v!r}")
@@ -129,4 +137,9 @@ class ClothParams:
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
 
 
-CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ClothParams) if f.name != "gravity")
+# what the scene gives rather than ClothSettings: gravity (scene gravity times its weight), the
+# force fields acting on the cloth and the frame rate
+SCENE_FIELDS = ("gravity", "force_fields", "fps")
+CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(ClothParams) if f.name not in SCENE_FIELDS
+)

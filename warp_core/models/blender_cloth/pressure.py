@@ -28,13 +28,14 @@ __all__ = ["launch_pressure", "pressure_kernels", "pressure_tables"]
 
 def pressure_tables(mesh: ClothMesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(triangles (T, 3), per-vertex offsets (N + 1), triangle ids): Blender's triangles in
-    polygon order, and for each vertex the triangles it is a corner of, in triangle order."""
+    polygon order, and for each vertex the triangles it is a corner of, in triangle order.
+    Pressure and the force fields' face forces act on them."""
     tris: list[tuple[int, int, int]] = []
     for p, c in enumerate(mesh.polygons()):
         if len(c) > 4:
             raise ValueError(
-                f"polygon {p} has {len(c)} corners: pressure is simulated on triangles and quads only "
-                "(triangulate the mesh, or turn pressure off)"
+                f"polygon {p} has {len(c)} corners: pressure and force fields are simulated on "
+                "triangles and quads only (triangulate the mesh)"
             )
         tris.append((int(c[0]), int(c[1]), int(c[2])))
         if len(c) == 4:

@@ -88,7 +88,9 @@ class ClothSimulator:
         volume = None
         if params.use_pressure:
             volume = params.target_volume if params.use_pressure_volume else 0.0
-        self.arrays = ClothArrays.build(mesh, self.topology, self.dtype, self.device, volume)
+        self.arrays = ClothArrays.build(
+            mesh, self.topology, self.dtype, self.device, volume, params.force_fields
+        )
         self.solver = SubstepSolver(self.arrays)
         self.kernels = self.solver.kernels
         self.vec3 = self.kernels.forces.vec3

@@ -12,6 +12,7 @@ import warp as wp
 
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
+from .fields import launch_fields
 from .params import ClothParams
 from .pressure import launch_pressure
 from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS, CG_TOLERANCE, SubstepSchedule, conditional_nodes
@@ -131,6 +132,8 @@ class SubstepSolver:
         gravity = fk.vec3(*[float(g) for g in settings.gravity])
         if settings.use_pressure:
             launch_pressure(a, settings, x, buf)
+        if settings.force_fields:
+            launch_fields(a, settings, x, v, buf)
         wp.launch(
             fk.vertex_forces,
             dim=n,
@@ -146,6 +149,7 @@ class SubstepSolver:
                 dt(inputs.goal_time),
                 a.inv_avg_spring_length,
                 buf.pressure_force,
+                buf.field_force,
             ],
             outputs=[buf.force, buf.dfdx_diag, buf.dfdv_diag],
         )
