@@ -340,4 +340,47 @@ SEVERAL_OBJECTS = [
     ),
 ]
 
-MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI + SEVERAL_OBJECTS
+FEATURES = [
+    Mutation(
+        "wind_factor_ignored",
+        "force fields: the whole push acts as wind (the wind factor ignored)",
+        "warp_core/models/blender_cloth/fields.py",
+        "share = fields[f, WIND_FACTOR]",
+        "share = dtype(1.0)",
+        ("tests/blender/test_force_fields.py",),
+    ),
+    Mutation(
+        "field_push_per_frame",
+        "force fields: the push is not divided by the frame rate",
+        "warp_core/models/blender_cloth/fields.py",
+        "out = push * (dtype(1.0) / fps)",
+        "out = push",
+        ("tests/blender/test_force_fields.py",),
+    ),
+    Mutation(
+        "pressure_volume_ignored",
+        "pressure: no pull back towards the rest volume",
+        "warp_core/models/blender_cloth/pressure.py",
+        "p = v0 / (volume_6x(x, tris) / dtype(6.0)) - dtype(1.0)",
+        "p = dtype(0.0) * volume_6x(x, tris)",
+        ("tests/blender/test_pressure.py", "tests/core/test_pressure_core.py"),
+    ),
+    Mutation(
+        "dynamic_rest_frozen",
+        "dynamic mesh: the rest shape stays the start frame's",
+        "warp_core/models/blender_cloth/simulator.py",
+        "if self.settings.use_dynamic_mesh:",
+        "if False and self.settings.use_dynamic_mesh:",
+        ("tests/blender/test_dynamic_mesh.py", "tests/core/test_dynamic_mesh_core.py"),
+    ),
+    Mutation(
+        "sewing_cap_ignored",
+        "sewing: the force is not capped",
+        "warp_core/models/blender_cloth/force_kernels.py",
+        "stretch = sewing_force_max",
+        "stretch = stretch",
+        ("tests/blender/test_sewing.py",),
+    ),
+]
+
+MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI + SEVERAL_OBJECTS + FEATURES
