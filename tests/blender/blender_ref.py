@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import bpy
 import numpy as np
@@ -228,3 +229,29 @@ def export_from_blender(ob: bpy.types.Object) -> tuple[ClothMesh, ClothParams]:
     depsgraph = bpy.context.evaluated_depsgraph_get()
     mesh = cloth_scene.export_cloth_mesh(ob, depsgraph)
     return mesh, cloth_scene.export_cloth_params(mod, bpy.context.scene)
+
+
+def fit_tension_bending(ob: bpy.types.Object, frames: list[int]) -> tuple[Any, float]:
+    """Tension (compression tied) and bending fitted from Blender's defaults to Blender's own
+    run of ``ob`` (its modifier holds the true values) at ``frames``, the input mesh sampled
+    as pin goals every frame; then the fitted values written to the modifier and Blender run
+    again: (the fit result, the replay's RMSE in metres)."""
+    fit_module = addon_package().warp_core.fit
+    scene = bpy.context.scene
+    reference = run_blender_cloth(ob, max(frames))
+    scene.frame_set(1)
+    mesh, params = export_from_blender(ob)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    goals = cloth_scene.sample_pin_goals(ob, depsgraph, scene, list(range(1, max(frames) + 1)))
+    start = params.replace(tension_stiffness=15.0, compression_stiffness=15.0, bending_stiffness=0.5)
+    problem = fit_module.FitProblem(
+        mesh,
+        start,
+        [fit_module.Target(f, reference[f - 1]) for f in frames],
+        fit=["tension_stiffness", "bending_stiffness"],
+        ties={"compression_stiffness": "tension_stiffness"},
+        goals=goals,
+    )
+    result = fit_module.fit(problem, fit_module.FitSettings())
+    cloth_scene.set_modifier_values(cloth_scene.find_cloth_modifier(ob), dict(result.params))
+    return result, replay_rmse(ob, reference, frames)

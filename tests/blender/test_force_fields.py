@@ -15,13 +15,12 @@ import bpy
 import pytest
 from blender_ref import (
     addon_package,
-    cloth_scene,
     export_from_blender,
+    fit_tension_bending,
     grid_mesh,
     make_cloth_object,
     pin_row_weights,
     relative_deviation,
-    replay_rmse,
     run_blender_cloth,
 )
 
@@ -89,25 +88,10 @@ def test_fit_of_a_cloth_in_the_wind_replays_in_blender() -> None:
     """Tension (compression tied) and bending fitted from Blender's defaults on targets made
     by Blender's cloth in Blender's default wind; the fitted values re-simulated by Blender
     hit the targets."""
-    fit_module = addon_package().warp_core.fit
     truth = {"tension_stiffness": 40.0, "compression_stiffness": 40.0, "bending_stiffness": 2.0}
     frames = [10, 20, 30]
-    ob = cloth_in_field("wind", truth, max(frames))
-    reference = run_blender_cloth(ob, max(frames))
-    bpy.context.scene.frame_set(1)
-    cloth_mesh, params = export_from_blender(ob)
-    start = params.replace(tension_stiffness=15.0, compression_stiffness=15.0, bending_stiffness=0.5)
-    problem = fit_module.FitProblem(
-        cloth_mesh,
-        start,
-        [fit_module.Target(f, reference[f - 1]) for f in frames],
-        fit=["tension_stiffness", "bending_stiffness"],
-        ties={"compression_stiffness": "tension_stiffness"},
-    )
-    result = fit_module.fit(problem, fit_module.FitSettings())
+    result, rmse = fit_tension_bending(cloth_in_field("wind", truth, max(frames)), frames)
     # measured: tension 39.995, bending 1.9998, model RMSE 0.0011 mm, Blender's replay 0.0029 mm
     assert result.outcome == "converged", result.outcome_reason
     assert result.params["tension_stiffness"] == pytest.approx(40.0, rel=0.02)
-    cloth_scene.set_modifier_values(cloth_scene.find_cloth_modifier(ob), dict(result.params))
-    rmse = replay_rmse(ob, reference, frames)
     assert rmse <= 1e-3, rmse
