@@ -1,11 +1,11 @@
-"""Sewing, dynamic mesh and pressure on CUDA (float32) against the CPU (float64): the largest
+"""Sewing, dynamic mesh, pressure and force fields on CUDA (float32) against the CPU (float64): the largest
 vertex deviation over the rollout divided by the largest displacement, and the time per
 frame on each device.
 
     python bench/gpu_features.py [--frames 60] [--device cuda:0] [--out result.json]
 
 The scenes are the core tests' (two sewn panels, a sheet whose input mesh grows, a pinned
-closed box under pressure).
+closed box under pressure, the curved sheet in a wind and a force field).
 """
 
 import argparse
@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core")]
 
 from test_dynamic_mesh_core import growing  # noqa: E402
+from test_force_fields_core import PUSH_ROW, WIND_ROW  # noqa: E402
 from test_pressure_core import box  # noqa: E402
 from test_sewing_core import sewn_mesh  # noqa: E402
 
@@ -39,6 +40,7 @@ def scenes(frames: int):
     yield "sewing", sewn_mesh(), ClothParams(use_sewing_springs=True, sewing_force_max=0.5), None
     yield "dynamic mesh", sim.mesh, sim.settings, grown
     yield "pressure", box(), ClothParams(use_pressure=True, uniform_pressure_force=3.0), None
+    yield "force fields", sim.mesh, ClothParams(force_fields=(WIND_ROW, PUSH_ROW)), None
 
 
 def timed(mesh, params, device: str, precision: str, frames: int, goals) -> tuple[np.ndarray, float]:
