@@ -24,14 +24,14 @@ from ..warp_core.fit import FitError, FitSettings, fit
 @dataclass
 class JobMessage:
     """``kind`` is "progress" (one per optimizer iteration of task ``task``), then "done" or
-    "error" once (the last message; "error" only for a job of one task)."""
+    "error" once (the last message; "error" only for a job of one task). The results are
+    on the job (``FitJob.results``)."""
 
     kind: str
     iteration: int = 0
     loss: float = float("nan")
     values: dict[str, float] = field(default_factory=dict)
     elapsed_s: float = 0.0
-    result: Any = None
     error: str = ""
     task: int = 0
 
@@ -172,4 +172,4 @@ class FitJob:
         if len(self.tasks) == 1 and self.errors[0] is not None:
             self._queue.put(JobMessage("error", error=self.errors[0], elapsed_s=elapsed, task=0))
         else:
-            self._queue.put(JobMessage("done", result=self.results[0], elapsed_s=elapsed, task=last))
+            self._queue.put(JobMessage("done", elapsed_s=elapsed, task=last))

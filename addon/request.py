@@ -3,6 +3,7 @@ arguments), and the request with the scene read, ready to run in any thread."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Collection
@@ -60,6 +61,25 @@ class PreparedFit:
     modifier_values: dict[str, Any]  # the modifier's values at export time
     cache_range: tuple[int, int]
     warnings: list[str] = field(default_factory=list)  # unsimulated settings the fit ran with
+
+
+def following(request: FitRequest, lead: FitRequest) -> FitRequest:
+    """``request`` as a member of a shared fit led by ``lead``: the lead's parameters, ties and
+    run settings; FitInputError when the two objects use different models."""
+    if request.model != lead.model:
+        raise FitInputError(
+            f"'{request.object_name}' uses another model than '{lead.object_name}': a shared material "
+            "is fitted for objects of one model"
+        )
+    return dataclasses.replace(
+        request,
+        fit=list(lead.fit),
+        ties=dict(lead.ties),
+        max_iterations=lead.max_iterations,
+        time_budget_s=lead.time_budget_s,
+        tolerance_m=lead.tolerance_m,
+        device=lead.device,
+    )
 
 
 def fitted_parameters(settings: Any, model: SceneModel) -> tuple[list[str], dict[str, str]]:

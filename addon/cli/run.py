@@ -23,7 +23,7 @@ from ...warp_core.fit.report import format_table
 from ..errors import FitInputError
 from ..models.registry import scene_model
 from ..presets import find_preset
-from ..request import PreparedFit, parse_start_values
+from ..request import PreparedFit, following, parse_start_values
 from ..scene.bake import bake_object
 from ..scene.prepare import prepare_fit, run_fit
 from ..scene.records import failure_record, result_record, shared_summary, surface_note
@@ -94,15 +94,10 @@ class BatchRun:
         for ob in objects:
             self.step("export")
             request = request_for(ob, args, chosen, targets, device, start_values)
-            if args.shared and prepared_fits:
-                lead = prepared_fits[0].request
-                if request.model != lead.model:
-                    raise UsageError(f"--shared: {ob.name} uses another model than {lead.object_name}")
-                # as in the panel: the first object's choice of parameters and run settings leads
-                request.fit, request.ties = list(lead.fit), dict(lead.ties)
-                request.max_iterations, request.time_budget_s = lead.max_iterations, lead.time_budget_s
-                request.tolerance_m, request.device = lead.tolerance_m, lead.device
             try:
+                if args.shared and prepared_fits:
+                    # as in the panel: the first object's parameters and run settings lead
+                    request = following(request, prepared_fits[0].request)
                 prepared_fits.append(prepare_fit(scene, ob, request))
             except FitInputError as e:
                 raise UsageError(_prefixed(ob.name, str(e))) from e

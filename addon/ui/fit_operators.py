@@ -11,7 +11,7 @@ from ...warp_core.fit import fit_shared
 from ...warp_core.fit.report import format_mm, format_value
 from ..errors import FitInputError
 from ..job import FitJob, FitTask
-from ..request import PreparedFit, request_from_object
+from ..request import PreparedFit, following, request_from_object
 from ..scene.checks import check_object
 from ..scene.prepare import prepare_fit
 from ..scene.records import quoted_names, shared_summary
@@ -102,22 +102,10 @@ def _prepare(op: bpy.types.Operator, context: bpy.types.Context, shared: bool) -
             )
         for ob in objects:
             check_object(ob)
-            overrides = {}
+            request = lead if ob == objects[0] else request_from_object(ob)
             if shared and ob != objects[0]:
-                if request_from_object(ob).model != lead.model:
-                    raise FitInputError(
-                        f"'{ob.name}' uses another model than '{objects[0].name}': a shared material "
-                        "is fitted for objects of one model"
-                    )
-                overrides = {
-                    "fit": list(lead.fit),
-                    "ties": dict(lead.ties),
-                    "max_iterations": lead.max_iterations,
-                    "time_budget_s": lead.time_budget_s,
-                    "tolerance_m": lead.tolerance_m,
-                    "device": lead.device,
-                }
-            prepared.append(prepare_fit(context.scene, ob, request_from_object(ob, **overrides)))
+                request = following(request, lead)
+            prepared.append(prepare_fit(context.scene, ob, request))
     except FitInputError as e:
         op.report({"ERROR"}, str(e))
         return None

@@ -214,6 +214,15 @@ def relative_deviation(ours: np.ndarray, reference: np.ndarray) -> tuple[float, 
     return float(np.abs(ours - reference).max()) / displacement, displacement
 
 
+def model_deviation(
+    mesh: ClothMesh, params: ClothParams, reference: np.ndarray, goals: np.ndarray | None = None
+) -> tuple[float, float]:
+    """Our model (CPU, float64) with ``params`` over the frames of ``reference`` (Blender's run
+    from frame 1) against it: ``relative_deviation``."""
+    simulator = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu")
+    return relative_deviation(simulator.simulate(len(reference), None, goals), reference)
+
+
 def replay_rmse(ob: bpy.types.Object, reference: np.ndarray, frames: list[int]) -> float:
     """RMSE over ``frames`` of Blender's cloth re-simulated now against ``reference``."""
     replay = run_blender_cloth(ob, max(frames))

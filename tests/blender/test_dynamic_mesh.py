@@ -12,14 +12,13 @@ from __future__ import annotations
 import bpy
 import pytest
 from blender_ref import (
-    addon_package,
     cloth_scene,
     export_from_blender,
     fit_tension_bending,
     grid_mesh,
     make_cloth_object,
+    model_deviation,
     pin_row_weights,
-    relative_deviation,
     run_blender_cloth,
     set_linear_interpolation,
 )
@@ -60,8 +59,7 @@ def deviation(settings: dict, frames: int, change: dict | None = None) -> tuple[
     goals = cloth_scene.sample_pin_goals(ob, depsgraph, scene, list(range(1, frames + 1)))
     if change:
         params = params.replace(**change)
-    ours = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu").simulate(frames, None, goals)
-    return relative_deviation(ours, reference)
+    return model_deviation(mesh, params, reference, goals)
 
 
 # Measured over 60 frames (max over vertices and frames / largest displacement 1.77 m):

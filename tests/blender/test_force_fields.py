@@ -14,14 +14,13 @@ import math
 import bpy
 import pytest
 from blender_ref import (
-    addon_package,
     cloth_scene,
     export_from_blender,
     fit_tension_bending,
     grid_mesh,
     make_cloth_object,
+    model_deviation,
     pin_row_weights,
-    relative_deviation,
     run_blender_cloth,
 )
 
@@ -73,10 +72,8 @@ def deviations(case: str, frames: int) -> tuple[float, float, float]:
     bpy.context.scene.frame_set(1)
     mesh, params = export_from_blender(ob)
     assert len(params.force_fields) == 1 and params.fps == 24.0
-    simulator = addon_package().warp_core.ClothSimulator
-    dev, displacement = relative_deviation(simulator(mesh, params, device="cpu").simulate(frames), reference)
-    calm = simulator(mesh, params.replace(force_fields=()), device="cpu").simulate(frames)
-    return dev, relative_deviation(calm, reference)[0], displacement
+    dev, displacement = model_deviation(mesh, params, reference)
+    return dev, model_deviation(mesh, params.replace(force_fields=()), reference)[0], displacement
 
 
 # Measured over 60 frames (max over vertices and frames / largest displacement, about 1.7 m):

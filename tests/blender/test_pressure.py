@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 from blender_ref import (
     ClothMesh,
-    addon_package,
     export_from_blender,
     fit_tension_bending,
     make_cloth_object,
-    relative_deviation,
+    model_deviation,
     run_blender_cloth,
 )
 
@@ -57,8 +56,7 @@ def deviation(settings: dict, frames: int, change: dict | None = None) -> tuple[
     assert params.use_pressure
     if change:
         params = params.replace(**change)
-    ours = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu").simulate(frames)
-    return relative_deviation(ours, reference)
+    return model_deviation(mesh, params, reference)
 
 
 # (settings, limit): about 10 times the deviation measured over 60 frames (max over vertices

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from blender_ref import (
     ClothMesh,
-    addon_package,
     export_from_blender,
     fit_tension_bending,
     grid_mesh,
     make_cloth_object,
-    relative_deviation,
+    model_deviation,
     run_blender_cloth,
 )
 
@@ -61,8 +60,7 @@ def deviation(settings: dict, frames: int, change: dict | None = None) -> tuple[
     )
     if change:
         params = params.replace(**change)
-    ours = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu").simulate(frames)
-    return relative_deviation(ours, reference)
+    return model_deviation(mesh, params, reference)
 
 
 # Limits about 10 times the deviation measured (max over vertices and frames / largest

@@ -19,9 +19,9 @@ from blender_ref import (
     export_from_blender,
     grid_mesh,
     make_cloth_object,
+    model_deviation,
     pin_row_weights,
     ramp_weights,
-    relative_deviation,
     replay_rmse,
     run_blender_cloth,
 )
@@ -87,8 +87,7 @@ def deviation(case: str, change: dict | None = None) -> tuple[float, float]:
         assert getattr(mesh, MESH_FIELD[other]) is None
     if change:
         params = params.replace(**change)
-    ours = addon_package().warp_core.ClothSimulator(mesh, params, device="cpu").simulate(frames)
-    return relative_deviation(ours, reference)
+    return model_deviation(mesh, params, reference)
 
 
 # Limits about 10 times the deviation measured over 60 frames (max over vertices and frames /

@@ -25,6 +25,7 @@ import numpy as np
 import warp as wp
 
 from .force_kernels import NO_FMA
+from .pressure import pressure_kernels
 
 __all__ = ["FIELD_COLUMNS", "FORCE", "PLANE", "POINT", "WIND", "field_kernels", "launch_fields"]
 
@@ -59,6 +60,7 @@ def field_kernels(dtype: type) -> SimpleNamespace:
         c["z_direction"], c["use_min"], c["min_distance"], c["use_max"], c["max_distance"],
     )  # fmt: skip
     POWER, GRAVITATION, LOCATION = c["power"], c["gravitation"], c["apply_to_location"]
+    face_normal_area = pressure_kernels(dtype).face_normal_area  # the triangles pressure uses
 
     @wp.func
     def falloff_dist(fields: wp.array2d(dtype=dtype), f: int, d: dtype):
@@ -142,12 +144,8 @@ def field_kernels(dtype: type) -> SimpleNamespace:
         out = vec3()
         for e in range(vertex_tri_offsets[i], vertex_tri_offsets[i + 1]):
             tri = tris[vertex_tri_ids[e]]
-            n = wp.cross(x[tri[0]] - x[tri[1]], x[tri[1]] - x[tri[2]])
-            length = wp.length(n)
-            nor = vec3()
-            if length > dtype(0.0):
-                nor = n / length
-            quarter = dtype(0.02) * (length / dtype(2.0)) / dtype(3.0) / dtype(4.0)
+            nor, area = face_normal_area(x, tri)
+            quarter = dtype(0.02) * area / dtype(3.0) / dtype(4.0)
             own = dtype(0.0)
             base = dtype(0.0)
             own_force = vec3()

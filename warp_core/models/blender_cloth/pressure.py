@@ -61,6 +61,17 @@ def pressure_kernels(dtype: type) -> SimpleNamespace:
             total = total + wp.dot(wp.cross(x[tri[0]], x[tri[1]]), x[tri[2]])
         return total
 
+    @wp.func
+    def face_normal_area(x: wp.array(dtype=vec3), tri: wp.vec3i):
+        # Blender's calc_nor_area_tri: n = (v1 - v2) x (v2 - v3), area = |n| / 2 (no normal
+        # for a degenerate triangle)
+        n = wp.cross(x[tri[0]] - x[tri[1]], x[tri[1]] - x[tri[2]])
+        length = wp.length(n)
+        nor = vec3()
+        if length > dtype(0.0):
+            nor = n / length
+        return nor, length / dtype(2.0)
+
     @wp.kernel(module="unique", module_options=NO_FMA)
     def mesh_volume(x: wp.array(dtype=vec3), tris: wp.array(dtype=wp.vec3i), volume: wp.array(dtype=dtype)):
         volume[0] = volume_6x(x, tris) / dtype(6.0)
@@ -98,17 +109,15 @@ def pressure_kernels(dtype: type) -> SimpleNamespace:
         p = pressure[0]
         f = vec3()
         for e in range(vertex_tri_offsets[i], vertex_tri_offsets[i + 1]):
-            tri = tris[vertex_tri_ids[e]]
-            # Blender's calc_nor_area_tri: n = (v1 - v2) x (v2 - v3), area = |n| / 2
-            n = wp.cross(x[tri[0]] - x[tri[1]], x[tri[1]] - x[tri[2]])
-            length = wp.length(n)
-            if length > dtype(0.0):
-                area = length / dtype(2.0)
-                f = f + (n / length) * (p * (area / dtype(3.0)))
+            nor, area = face_normal_area(x, tris[vertex_tri_ids[e]])
+            f = f + nor * (p * (area / dtype(3.0)))
         pressure_force[i] = f
 
     return SimpleNamespace(
-        mesh_volume=mesh_volume, pressure_difference=pressure_difference, pressure_forces=pressure_forces
+        face_normal_area=face_normal_area,
+        mesh_volume=mesh_volume,
+        pressure_difference=pressure_difference,
+        pressure_forces=pressure_forces,
     )
 
 

@@ -249,15 +249,7 @@ class SubstepSolver:
             inputs=[buf.rhs, a.pinned],
             outputs=[buf.residual[0], buf.direction[0], buf.dv[0]],
         )
-        chunks = buf.delta_partials.shape[1]
-        wp.launch(
-            k_.dot_partials,
-            dim=chunks,
-            device=d,
-            inputs=[buf.residual[0], buf.residual[0], 0],
-            outputs=[buf.delta_partials],
-        )
-        wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.delta_partials, 0], outputs=[buf.delta])
+        self._dot(buf.residual[0], buf.residual[0], 0, buf.delta_partials, buf.delta)
         if not cg.in_graph:
             buf.frozen.fill_(cg.frozen_count)
         wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
@@ -291,13 +283,20 @@ class SubstepSolver:
         if block + 2 < len(CG_BLOCK_BOUNDS):
             wp.capture_if(buf.active[hi : hi + 1], on_true=lambda: self._graph_blocks(buf, block + 1))
 
+    def _dot(self, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array) -> None:
+        """out[row] = a . b, in fixed-order chunks then their fixed-order sum (the same on
+        every device)."""
+        k_ = self.kernels
+        d = self.arrays.device
+        wp.launch(k_.dot_partials, dim=partials.shape[1], device=d, inputs=[a, b, row], outputs=[partials])
+        wp.launch(k_.dot_total, dim=1, device=d, inputs=[partials, row], outputs=[out])
+
     def _iteration(self, buf: SubstepBuffers, k: int) -> None:
         """CG iteration ``k`` (masked when the CG is no longer active)."""
         a = self.arrays
         k_ = self.kernels
         d = a.device
         n = a.vertex_count
-        chunks = buf.delta_partials.shape[1]
         ping_pong = buf.ping_pong
         tol = a.dtype(CG_TOLERANCE)
         i = k % 2 if ping_pong else k
@@ -317,14 +316,7 @@ class SubstepSolver:
             ],
             outputs=[buf.product[i]],
         )
-        wp.launch(
-            k_.dot_partials,
-            dim=chunks,
-            device=d,
-            inputs=[buf.direction[i], buf.product[i], k],
-            outputs=[buf.curvature_partials],
-        )
-        wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.curvature_partials, k], outputs=[buf.curvature])
+        self._dot(buf.direction[i], buf.product[i], k, buf.curvature_partials, buf.curvature)
         wp.launch(
             k_.cg_update,
             dim=n,
@@ -341,14 +333,7 @@ class SubstepSolver:
             ],
             outputs=[buf.dv[j], buf.residual[j]],
         )
-        wp.launch(
-            k_.dot_partials,
-            dim=chunks,
-            device=d,
-            inputs=[buf.residual[j], buf.residual[j], k + 1],
-            outputs=[buf.delta_partials],
-        )
-        wp.launch(k_.dot_total, dim=1, device=d, inputs=[buf.delta_partials, k + 1], outputs=[buf.delta])
+        self._dot(buf.residual[j], buf.residual[j], k + 1, buf.delta_partials, buf.delta)
         wp.launch(
             k_.cg_direction,
             dim=n,
