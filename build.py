@@ -1,6 +1,7 @@
 """Build the Fit to Target extension packages.
 
-    python build.py                  download warp-lang wheels, build one zip per platform into dist/:
+    python build.py                  download the wheels (warp-lang per platform, newton for all),
+                                     build one zip per platform into dist/:
                                      fit_to_target-<version>-<platform>.zip, platform windows_x64,
                                      linux_x64 or macos_arm64
     python build.py --no-wheels      build fit_to_target-<version>.zip without wheels (tests, quick
@@ -30,6 +31,9 @@ ROOT = Path(__file__).resolve().parent
 MANIFEST = "blender_manifest.toml"
 WARP_PACKAGE = "warp-lang"
 WARP_VERSION = "1.19.0"
+# Newton (its VBD solver runs the soft-body model) is pure Python: one wheel for every platform.
+NEWTON_PACKAGE = "newton"
+NEWTON_VERSION = "1.8.0"
 PYTHON_VERSION = "3.11"  # Blender 4.2 .. 5.0 bundle Python 3.11.
 
 # Blender platform -> pip platform tag of the warp-lang wheel for it.
@@ -124,9 +128,27 @@ def download_wheel(wheels_dir: Path, platform: str) -> Path:
     return path
 
 
+def download_pure_wheel(wheels_dir: Path, package: str, version: str) -> Path:
+    """Download a pure-Python (``py3-none-any``) wheel unless it is already in ``wheels_dir``."""
+    pattern = f"{package.replace('-', '_')}-{version}-py3-none-any.whl"
+    existing = sorted(wheels_dir.glob(pattern))
+    if existing:
+        return existing[0]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    cmd += ["--dest", str(wheels_dir), f"{package}=={version}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"pip download of {package} failed:\n{(proc.stdout + proc.stderr).strip()}")
+    found = sorted(wheels_dir.glob(pattern))
+    if not found:
+        raise BuildError(f"pip download of {package} produced no {pattern} in {wheels_dir}")
+    return found[0]
+
+
 def download_wheels(wheels_dir: Path, platforms: list[str]) -> list[Path]:
     wheels_dir.mkdir(parents=True, exist_ok=True)
-    return [download_wheel(wheels_dir, platform) for platform in platforms]
+    wheels = [download_wheel(wheels_dir, platform) for platform in platforms]
+    return wheels + [download_pure_wheel(wheels_dir, NEWTON_PACKAGE, NEWTON_VERSION)]
 
 
 def read_manifest(source_dir: Path) -> dict:

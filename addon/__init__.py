@@ -16,9 +16,19 @@ again safely.
 import bpy
 
 from .cli import command
+from .models import soft_body_props
 from .ui import fit_operators, object_operators, panel, preset_menus, preset_operators, properties
 
-_MODULES = (properties, fit_operators, object_operators, panel, preset_operators, preset_menus, command)
+_MODULES = (
+    properties,
+    soft_body_props,
+    fit_operators,
+    object_operators,
+    panel,
+    preset_operators,
+    preset_menus,
+    command,
+)
 
 _registered: list[type] = []
 _hooked: list = []  # modules whose register() ran

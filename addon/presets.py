@@ -20,6 +20,7 @@ from ..warp_core.presets.schema import (
     MAX_FILE_BYTES,
     MAX_TEXT_LENGTH,
     MODEL,
+    MODEL_KEYS,
     PROVENANCE_KEYS,
     VALUE_KEYS,
     Preset,
@@ -84,18 +85,20 @@ def preset_from_fit_result(
     if not isinstance(result, dict):
         raise PresetError("the fit result is not a JSON object")
     model = result.get("model", MODEL)
-    if model != MODEL:
-        raise PresetError(f"the fit used the {model!r} model; presets hold {MODEL!r} settings")
+    if model not in MODEL_KEYS:
+        known = ", ".join(repr(m) for m in MODEL_KEYS)
+        raise PresetError(f"the fit used the {model!r} model; presets hold settings of {known}")
+    keys = MODEL_KEYS[model]
     params = result.get("params")
     if not isinstance(params, dict) or not params:
         raise PresetError("the fit result has no fitted parameters")
-    values: dict[str, float] = {k: v for k, v in (base_values or {}).items() if k in VALUE_KEYS}
-    unknown = [k for k in params if k not in VALUE_KEYS]
+    values: dict[str, float] = {k: v for k, v in (base_values or {}).items() if k in keys}
+    unknown = [k for k in params if k not in keys]
     if unknown:
         raise PresetError(f"the fit result has parameter(s) presets do not know: {', '.join(unknown)}")
     start = result.get("start_values") or {}
     if isinstance(start, dict):
-        values.update({k: v for k, v in start.items() if k in VALUE_KEYS})
+        values.update({k: v for k, v in start.items() if k in keys})
     values.update(params)
     provenance: dict[str, Any] = {}
     for src, dst in _RESULT_PROVENANCE.items():
@@ -105,13 +108,13 @@ def preset_from_fit_result(
         if PROVENANCE_KEYS[dst] == "text":
             value = str(value)[:MAX_TEXT_LENGTH]
         provenance[dst] = value
-    provenance["fit_parameters"] = [k for k in VALUE_KEYS if k in params]
+    provenance["fit_parameters"] = [k for k in keys if k in params]
     shared = result.get("shared")
     if isinstance(shared, dict) and isinstance(shared.get("objects"), list):
         # one material fitted to several objects at once: every one of them is a source
         provenance["shared_objects"] = [str(n)[:MAX_TEXT_LENGTH] for n in shared["objects"]]
     return validate_preset(
-        Preset(name=name, values=values, notes=notes, provenance=provenance), source=repr(name)
+        Preset(name=name, values=values, notes=notes, provenance=provenance, model=model), source=repr(name)
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import bpy
 
 from ...warp_core.errors import UserError
-from ..models.registry import DEFAULT_MODEL, parameter_names
+from ..models.registry import MODEL_NAMES, parameter_names
 from ..request import TargetSpec
 
 COMMAND_ID = "fit_to_target"
@@ -110,8 +110,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="NAME@FRAME",
         help="target mesh object and frame (repeatable); replaces the saved targets",
     )
-    names = ", ".join(parameter_names(DEFAULT_MODEL))
-    p.add_argument("--fit", metavar="P1,P2,...", help="cloth settings to fit: " + names)
+    models = list(MODEL_NAMES.values())
+    p.add_argument(
+        "--model",
+        choices=models,
+        help="the material model to fit with (default: each object's choice in its Fit settings); "
+        "saved with the scene by --save",
+    )
+    names = "; ".join(f"{m}: {', '.join(parameter_names(m))}" for m in models)
+    p.add_argument("--fit", metavar="P1,P2,...", help="parameters to fit (" + names + ")")
     p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the object's setting)")
     p.add_argument("--max-iters", type=int, metavar="N", help="maximum optimizer iterations")
@@ -153,8 +160,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def parse_fit(text: str) -> list[str]:
-    """``--fit P1,P2,...``: the parameters, once each, in the order given."""
-    known = parameter_names(DEFAULT_MODEL)
+    """``--fit P1,P2,...``: the parameters, once each, in the order given (each must belong to
+    some model; the fit checks them against its object's model)."""
+    known = list(dict.fromkeys(n for m in MODEL_NAMES.values() for n in parameter_names(m)))
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown:

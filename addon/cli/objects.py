@@ -10,17 +10,18 @@ import bpy
 
 from ..errors import FitInputError
 from ..models.base import resolve_ties
-from ..models.registry import object_model
+from ..models.registry import MODEL_NAMES, object_model, scene_model
 from ..request import FitRequest, TargetSpec, request_from_object
 from ..scene.checks import check_object
 from .args import UsageError
 
 
 def pick_objects(
-    scene: bpy.types.Scene, names: list[str], targets: list[TargetSpec]
+    scene: bpy.types.Scene, names: list[str], targets: list[TargetSpec], model: str | None = None
 ) -> list[bpy.types.Object]:
-    """``--object`` names, else every cloth object of the scene when ``--target`` is given,
-    else every mesh object with targets in its Fit settings (sorted by name)."""
+    """``--object`` names, else every object of the scene with the model's modifier (``model``,
+    else each object's own choice) when ``--target`` is given, else every mesh object with
+    targets in its Fit settings (sorted by name)."""
     if names:
         objects = []
         for name in dict.fromkeys(names):
@@ -37,7 +38,9 @@ def pick_objects(
         objects = [
             o
             for o in scene.objects
-            if o.type == "MESH" and o.name not in target_names and object_model(o).find_modifier(o)
+            if o.type == "MESH"
+            and o.name not in target_names
+            and (scene_model(model) if model else object_model(o)).find_modifier(o)
         ]
     else:
         objects = [o for o in scene.objects if o.type == "MESH" and len(o.fit_to_target.targets) > 0]
@@ -54,7 +57,10 @@ def request_for(
     device: str | None,
     start_values: dict[str, Any] | None,
 ) -> FitRequest:
-    """The object's request from its panel settings, with the arguments applied."""
+    """The object's request from its panel settings, with the arguments applied (``--model``
+    first: it becomes the object's model choice)."""
+    if args.model:
+        ob.fit_to_target.model = next(k for k, name in MODEL_NAMES.items() if name == args.model)
     try:
         check_object(ob)
         request = request_from_object(ob)

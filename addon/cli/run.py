@@ -82,7 +82,7 @@ class BatchRun:
         self.open_scene(input_path)
         targets = [parse_target(spec) for spec in args.target]
         scene = bpy.context.scene
-        objects = pick_objects(scene, args.object, targets)
+        objects = pick_objects(scene, args.object, targets, args.model)
         plan_bake_files(plan, [ob.name for ob in objects])
         plan.remove_stale_temporaries()
 

@@ -41,6 +41,7 @@ class SceneModel(Protocol):
     settings_fields: tuple[str, ...]  # the settings a fit may start from (start values, presets)
     default_fit: tuple[str, ...]  # parameters ticked on a new object
     ties: tuple[TieOption, ...]
+    precision: str  # the fit's and the bake's: "float64", or "float32" where the solver has no other
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.Modifier | None: ...
 

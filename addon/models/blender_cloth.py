@@ -7,7 +7,6 @@ pin goals at every frame, its ``ClothSettings``) and writes fitted values back i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,8 +22,8 @@ from ..scene.mesh_read import (
     modifier_input_stack,
     object_matrix,
     read_mesh,
+    sample_modifier_input,
     vertex_group_weights,
-    world_positions,
 )
 from .base import TieOption
 from .blender_cloth_fields import field_rows
@@ -160,29 +159,7 @@ def sample_cloth_input(
     objects in the same pass. The cloth modifier is off during the pass, so stepping
     through the frames never runs Blender's own solver.
     """
-    mod = _require_cloth(ob)
-    frame, subframe = scene.frame_current, scene.frame_subframe
-    goals: list[np.ndarray] = []
-    matrices: list[np.ndarray] = []
-    try:
-        with modifier_input_stack(ob, mod, depsgraph):
-            for k, f in enumerate(frames):
-                whole = math.floor(f)
-                scene.frame_set(int(whole), subframe=float(f - whole))
-                ob_eval = ob.evaluated_get(depsgraph)
-                matrix = object_matrix(ob_eval)
-                goals.append(world_positions(ob_eval.data.vertices, matrix))
-                matrices.append(matrix)
-                if on_frame is not None:
-                    on_frame(k, f)
-    finally:
-        scene.frame_set(frame, subframe=subframe)
-    n = len(goals[0]) if goals else 0
-    if any(len(g) != n for g in goals):
-        raise ValueError(f"{ob.name}: the cloth input mesh changes its vertex count between frames")
-    if not goals:
-        return np.zeros((0, n, 3)), np.zeros((0, 4, 4))
-    return np.stack(goals), np.stack(matrices)
+    return sample_modifier_input(ob, _require_cloth(ob), depsgraph, scene, frames, on_frame)
 
 
 def modifier_values(mod: bpy.types.ClothModifier, names: Sequence[str]) -> dict[str, Any]:
@@ -233,6 +210,7 @@ class BlenderClothScene:
     settings_fields = CLOTH_SETTINGS_FIELDS
     default_fit = DEFAULT_FIT
     ties = TIES
+    precision = "float64"
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.ClothModifier | None:
         return find_cloth_modifier(ob)

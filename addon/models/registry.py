@@ -1,8 +1,8 @@
 """The Blender-side models by name, and the model choice of the panel.
 
-A second model adds its scene side next to :mod:`.blender_cloth` (a :class:`~.base.SceneModel`),
-lists it in ``_SCENE_MODELS`` and gives its entry in ``MODEL_CHOICES`` (leaving
-``_PLANNED``); the panel, the checks, the fit and the batch command then reach it by name.
+Each model has its scene side (a :class:`~.base.SceneModel`: :mod:`.blender_cloth`,
+:mod:`.soft_body`), listed in ``_SCENE_MODELS`` with its entry in ``MODEL_CHOICES``; the
+panel, the checks, the fit and the batch command reach it by name.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from ...warp_core.models import get_model
 from ..errors import FitInputError
 from .base import SceneModel
 from .blender_cloth import SCENE_MODEL as BLENDER_CLOTH
+from .soft_body import SCENE_MODEL as SOFT_BODY
 
 if TYPE_CHECKING:
     import bpy
@@ -22,14 +23,18 @@ DEFAULT_MODEL = BLENDER_CLOTH.name
 # The panel's model menu: (enum identifier, model name, label, description).
 MODEL_CHOICES = (
     ("BLENDER_CLOTH", "blender_cloth", "Blender Cloth", "Fit the settings of the object's Cloth modifier"),
-    ("SOFT_BODY", "soft_body", "Soft Body (later)", "Not available yet: Soft Body fitting is planned"),
+    (
+        "SOFT_BODY",
+        "soft_body",
+        "Soft Body (VBD)",
+        "Fit Young's modulus, Poisson ratio, damping and density of a tetrahedral soft body (the object "
+        "needs a Soft Body modifier; Blender cannot replay this model: bake it)",
+    ),
 )
 MODEL_ITEMS = [(identifier, label, text) for identifier, _, label, text in MODEL_CHOICES]
 MODEL_NAMES = {identifier: name for identifier, name, _, _ in MODEL_CHOICES}
 
-_SCENE_MODELS: dict[str, SceneModel] = {BLENDER_CLOTH.name: BLENDER_CLOTH}
-# In the menu already, refused (with this message) until their scene side exists.
-_PLANNED = {"soft_body": "Soft Body fitting is not available yet: choose the Blender Cloth model"}
+_SCENE_MODELS: dict[str, SceneModel] = {BLENDER_CLOTH.name: BLENDER_CLOTH, SOFT_BODY.name: SOFT_BODY}
 
 
 def scene_models() -> list[SceneModel]:
@@ -37,20 +42,17 @@ def scene_models() -> list[SceneModel]:
 
 
 def scene_model(name: str) -> SceneModel:
-    """The scene side of the model called ``name``; FitInputError if it has none (yet)."""
+    """The scene side of the model called ``name``; FitInputError naming the known ones."""
     model = _SCENE_MODELS.get(name)
     if model is None:
-        raise FitInputError(_PLANNED.get(name) or f"unknown model '{name}': choose the Blender Cloth model")
+        known = ", ".join(_SCENE_MODELS)
+        raise FitInputError(f"unknown model '{name}': choose one of {known}")
     return model
 
 
 def object_model(ob: bpy.types.Object) -> SceneModel:
-    """The scene side of the model chosen on ``ob``.
-
-    A model that is only planned has no scene side: the object's targets, Apply, Revert,
-    Bake and presets then act through the default model's (as they did before the choice
-    existed), and only fitting refuses it (:func:`scene_model`).
-    """
+    """The scene side of the model chosen on ``ob`` (the default model's for anything
+    without fit settings)."""
     settings = getattr(ob, "fit_to_target", None)
     name = MODEL_NAMES.get(settings.model, DEFAULT_MODEL) if settings is not None else DEFAULT_MODEL
     return _SCENE_MODELS.get(name, _SCENE_MODELS[DEFAULT_MODEL])

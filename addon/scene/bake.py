@@ -144,7 +144,7 @@ def bake_object(
         scene.frame_set(saved[0], subframe=saved[1])
     params = model.read_settings(mod, scene)
     try:
-        sim = get_model(model.name).build(mesh, params, device, "float64", start_frame=start)
+        sim = get_model(model.name).build(mesh, params, device, model.precision, start_frame=start)
         world = sim.rollout(end, None, goals).numpy()
     except ValueError as e:
         raise BakeError(f"'{ob.name}': {one_line(e)}") from e

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bpy
 
 from ..errors import FitInputError
-from ..models.registry import object_model, parameter_names, scene_model
+from ..models.registry import object_model, parameter_names, scene_model, scene_models
 from ..request import FitRequest, request_from_object
 from ..session import active_session
 from ..warp_setup import resolve_device
@@ -23,7 +23,14 @@ def check_object(ob: bpy.types.Object | None) -> bpy.types.Modifier:
         raise FitInputError(f"'{ob.name}' is {_a(ob.type)} object, not a mesh with a {label} modifier")
     mod = model.find_modifier(ob)
     if mod is None:
-        raise FitInputError(f"'{ob.name}' has no {label} modifier: add one in Properties > Physics")
+        other = next((m for m in scene_models() if m is not model and m.find_modifier(ob) is not None), None)
+        hint = ""
+        if other is not None:
+            hint = (
+                f", or fit its {other.modifier_label} modifier with the {other.modifier_label} model "
+                f"(Model in the panel, --model {other.name} in batch)"
+            )
+        raise FitInputError(f"'{ob.name}' has no {label} modifier: add one in Properties > Physics{hint}")
     return mod
 
 
@@ -54,8 +61,9 @@ def check_request(
             _check_target_object(ob, t.object_name, k)
         if not start < t.frame <= end:
             raise FitInputError(
-                f"target frame {t.frame} is outside the cloth cache range {start}-{end}: targets must lie "
-                f"after the cache start and no later than its end (Physics > Cloth > Cache)"
+                f"target frame {t.frame} is outside the {model.modifier_label.lower()} cache range "
+                f"{start}-{end}: targets must lie after the cache start and no later than its end "
+                f"(Physics > {model.modifier_label} > Cache)"
             )
         if t.frame in seen:
             raise FitInputError(f"two targets at frame {t.frame}: keep one per frame")

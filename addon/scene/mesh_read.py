@@ -6,7 +6,8 @@ Thin bpy side, no physics. Everything is in world space (metres).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -112,3 +113,45 @@ def modifier_input_stack(
             if bool(getattr(m, flag)) != was:
                 setattr(m, flag, was)
         depsgraph.update()
+
+
+def sample_modifier_input(
+    ob: bpy.types.Object,
+    mod: bpy.types.Modifier,
+    depsgraph: bpy.types.Depsgraph,
+    scene: bpy.types.Scene,
+    frames: Sequence[float],
+    on_frame: Callable[[int, float], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """World positions (F, N, 3) of the mesh entering ``mod`` at each of ``frames`` (the
+    object moved by its transform animation, parents, shape keys and every modifier above
+    ``mod``: the pin goals of a simulation), and the object's world matrices (F, 4, 4).
+
+    ``on_frame(k, frame)`` is called with the scene at ``frames[k]``, e.g. to read target
+    objects in the same pass. ``mod`` is off during the pass, so stepping through the frames
+    never runs Blender's own solver. The scene frame and the modifier flags are restored.
+    """
+    frame, subframe = scene.frame_current, scene.frame_subframe
+    goals: list[np.ndarray] = []
+    matrices: list[np.ndarray] = []
+    try:
+        with modifier_input_stack(ob, mod, depsgraph):
+            for k, f in enumerate(frames):
+                whole = math.floor(f)
+                scene.frame_set(int(whole), subframe=float(f - whole))
+                ob_eval = ob.evaluated_get(depsgraph)
+                matrix = object_matrix(ob_eval)
+                goals.append(world_positions(ob_eval.data.vertices, matrix))
+                matrices.append(matrix)
+                if on_frame is not None:
+                    on_frame(k, f)
+    finally:
+        scene.frame_set(frame, subframe=subframe)
+    n = len(goals[0]) if goals else 0
+    if any(len(g) != n for g in goals):
+        raise ValueError(
+            f"{ob.name}: the mesh entering the {mod.name} modifier changes its vertex count between frames"
+        )
+    if not goals:
+        return np.zeros((0, n, 3)), np.zeros((0, 4, 4))
+    return np.stack(goals), np.stack(matrices)

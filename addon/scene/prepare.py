@@ -92,6 +92,7 @@ def prepare_fit(
         max_iterations=int(request.max_iterations),
         time_budget_s=request.time_budget_s,
         tolerance_m=request.tolerance_m,
+        precision=model.precision,
     )
     warnings = unmodeled_warnings(scene, ob, mod, request)
     return PreparedFit(request, problem, settings, modifier_values, (start, end), warnings)

@@ -158,7 +158,7 @@ class OBJECT_OT_fit_to_target_revert(_RunResultOperator):
 
     bl_idname = "object.fit_to_target_revert"
     bl_label = "Revert"
-    done_message = "Reverted {names} to the previous cloth settings"
+    done_message = "Reverted {names} to the previous settings"
 
     def check(self, ob):
         check_object(ob)

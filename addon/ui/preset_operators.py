@@ -23,15 +23,14 @@ from ...warp_core.presets.files import (
 )
 from ...warp_core.presets.schema import (
     MAX_NOTES_LENGTH,
-    MODEL,
-    VALUE_KEYS,
+    MODEL_KEYS,
     Preset,
     PresetError,
     check_name,
     name_key,
     validate_preset,
 )
-from ..models.registry import scene_model
+from ..models.registry import object_model, scene_model
 from ..presets import all_presets, builtin_preset_names, find_preset, preset_from_fit_result, user_presets_dir
 
 
@@ -41,10 +40,11 @@ def fit_settings(ob: bpy.types.Object | None) -> bpy.types.PropertyGroup | None:
 
 
 def preset_values_of(ob: bpy.types.Object) -> dict[str, float]:
-    """The fields presets know, read from the object's modifier ({} without one)."""
-    model = scene_model(MODEL)
+    """The fields presets of the object's model know, read from the object ({} without its
+    modifier)."""
+    model = object_model(ob)
     mod = model.find_modifier(ob)
-    return {} if mod is None else model.current_values(mod, VALUE_KEYS)
+    return {} if mod is None else model.current_values(mod, MODEL_KEYS[model.name])
 
 
 def _lookup(operator: bpy.types.Operator, name: str) -> Preset | None:
@@ -118,6 +118,14 @@ class FIT_OT_preset_use_as_start(_ActiveObjectPresetOperator):
             return {"CANCELLED"}
         preset = _lookup(self, self.name)
         if preset is None:
+            return {"CANCELLED"}
+        model = object_model(ob)
+        if preset.model != model.name:
+            self.report(
+                {"ERROR"},
+                f"{preset.name!r} holds {preset.model} settings and {ob.name} is fitted with the "
+                f"{model.name} model: choose a {model.name} preset (or change the object's model)",
+            )
             return {"CANCELLED"}
         # quality too: the fit then runs, and its result is applied, at the preset's quality
         settings.start_values_json = json.dumps(preset.values)

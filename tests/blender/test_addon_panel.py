@@ -179,7 +179,14 @@ def test_panel_states() -> None:
     assert fit_button(log)[2] is True and not [t for t in labels(log) if "no targets" in t]
 
     ob.fit_to_target.model = "SOFT_BODY"
-    assert "Soft Body fitting is not available yet: choose the Blender Cloth model" in labels(draw())
+    log = draw()
+    assert (
+        "'Cloth' has no Soft Body modifier: add one in Properties > Physics, or fit its Cloth modifier "
+        "with the Cloth model (Model in the panel, --model blender_cloth in batch)"
+    ) in labels(log)
+    assert fit_button(log)[2] is False
+    # the soft-body model's check boxes and its values on the object
+    assert {("prop", "fit_young_modulus"), ("prop", "young_modulus"), ("prop", "lattice_cells")} <= set(log)
     ob.fit_to_target.model = "BLENDER_CLOTH"
 
     # after a fit: before -> after table, error drop, warnings, Apply/Revert/Bake

@@ -35,10 +35,13 @@ def section(title: str) -> str:
 # -- (11) the README says what there is, and how to run it ---------------------------------------------
 
 
-def test_readme_promises_cloth_only() -> None:
+def test_readme_promises_what_the_models_do() -> None:
+    """Cloth and soft bodies, each with what it really offers: soft bodies have no exact
+    gradient and no replay by Blender's own solver, and the README says so."""
     intro = README[: README.index("\n## ")]
-    assert "(or soft body)" not in intro
-    assert re.search(r"soft bodies are planned and not available yet", intro), intro
+    assert "soft body" in intro and "finite differences for soft bodies" in intro, intro
+    text = section("Soft bodies")
+    assert "Blender cannot\nreplay this model" in text and "records no gradients" in text
 
 
 def test_readme_says_how_to_run_headless() -> None:

@@ -547,7 +547,10 @@ def test_preset_from_fit_result() -> None:
     p2 = addon_presets.preset_from_fit_result("Shirt Fitted", started, base)
     assert p2.values["quality"] == 12 and p2.values["mass"] == 1.0 and p2.values["tension_stiffness"] == 31.5
     assert "time_scale" not in p2.values
-    with pytest.raises(pr.PresetError, match="the 'soft_body' model"):
+    with pytest.raises(pr.PresetError, match="the 'fluid' model; presets hold settings of 'blender_cloth'"):
+        addon_presets.preset_from_fit_result("x", dict(result, model="fluid"))
+    # a soft-body result does not take cloth settings
+    with pytest.raises(pr.PresetError, match="do not know: tension_stiffness"):
         addon_presets.preset_from_fit_result("x", dict(result, model="soft_body"))
     with pytest.raises(pr.PresetError, match="no fitted parameters"):
         addon_presets.preset_from_fit_result("x", dict(result, params={}))

@@ -310,8 +310,8 @@ def test_save_fitted_rejects_unusable_results(user_dir: Path) -> None:
     ob.fit_to_target.result_json = json.dumps(dict(RESULT, params={"air_damping": float("nan")}))
     with pytest.raises(RuntimeError, match="has a value that is not a finite number"):
         bpy.ops.fit.preset_save_fitted(name="X")
-    ob.fit_to_target.result_json = json.dumps(dict(RESULT, model="soft_body"))
-    with pytest.raises(RuntimeError, match="presets hold 'blender_cloth' settings"):
+    ob.fit_to_target.result_json = json.dumps(dict(RESULT, model="fluid"))
+    with pytest.raises(RuntimeError, match="presets hold settings of 'blender_cloth', 'soft_body'"):
         bpy.ops.fit.preset_save_fitted(name="X")
     assert list(user_dir.iterdir()) == []
 

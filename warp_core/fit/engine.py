@@ -107,6 +107,11 @@ def run_objective(
         optimizer = "lm" if spec.n_free <= LM_MAX_PARAMETERS else "adam"
     if optimizer not in ("lm", "adam"):
         raise FitError(f"optimizer must be 'lm', 'adam' or 'auto', got {settings.optimizer!r}")
+    if optimizer == "adam" and not getattr(get_model(problem.model), "differentiable", True):
+        raise FitError(
+            f"the {problem.model} model has no tape gradient, which Adam needs: fit at most "
+            f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
+        )
     if settings.tolerance_m is not None and not settings.tolerance_m > 0.0:
         raise FitError(
             f"tolerance_m must be > 0 metres (or None for the automatic rule), got {settings.tolerance_m}"
@@ -166,11 +171,13 @@ def _search_options(
 
 
 def problem_metadata(problem: FitProblem) -> dict[str, Any]:
-    """The problem apart from its arrays, as plain JSON data (settings as
-    ``dataclasses.asdict``, which ``Model.settings_from_dict`` reads back)."""
+    """The problem apart from its arrays, as plain JSON data (settings as their
+    ``as_dict()`` where they hold arrays, else ``dataclasses.asdict``; what
+    ``Model.settings_from_dict`` reads back)."""
+    as_dict = getattr(problem.params, "as_dict", None)
     return {
         "model": problem.model,
-        "params": asdict(problem.params),
+        "params": as_dict() if as_dict is not None else asdict(problem.params),
         "fit": list(problem.fit),
         "ties": dict(problem.ties),
         "bounds": {k: list(v) for k, v in problem.bounds.items()},

@@ -1,4 +1,4 @@
-"""Material presets: small JSON documents of ``ClothSettings`` values, never executed.
+"""Material presets: small JSON documents of a model's settings, never executed.
 
 A preset file::
 
@@ -11,10 +11,11 @@ A preset file::
       "provenance": {"source_blend": "...", "target_frames": [11, 21], "fit_rmse_m": 0.002, ...}
     }
 
-``values`` holds any subset of the fields the ``blender_cloth`` model knows: its continuous
-parameters (floats within Blender's hard limits, mass > 0) and ``quality`` (an integer, 1 to
-80: substeps per frame, which fitted stiffness values depend on). Fields a preset leaves out
-are left alone when it is applied.
+``values`` holds any subset of the fields its ``model`` knows (``MODEL_KEYS``): its continuous
+parameters (floats within their hard limits; for ``blender_cloth`` Blender's, mass > 0) and
+the whole-number solver settings the fitted values depend on (``INTEGER_RANGES``: cloth
+``quality``, substeps per frame; soft-body ``substeps``, ``iterations``, ``lattice_cells``).
+Fields a preset leaves out are left alone when it is applied.
 
 This module is the schema: the :class:`Preset`, its validation and its JSON text. Everything
 read is validated strictly: the size first (64 KiB at most), then the JSON (no NaN/Infinity,
@@ -45,10 +46,29 @@ MAX_LIST_LENGTH = 10000  # provenance lists (target frames, parameter names)
 PRESET_SUFFIX = ".json"
 
 QUALITY_RANGE = (1, 80)  # Blender's quality slider; larger values make a preset a trap
-# the model's continuous parameters, in its order, with their hard limits
-PARAMETER_BOUNDS: dict[str, tuple[float, float]] = {p.name: p.bounds for p in get_model(MODEL).parameters}
-VALUE_KEYS: tuple[str, ...] = ("quality", *PARAMETER_BOUNDS)
-"""Keys allowed in ``values``, in the order they are written."""
+# whole-number settings a preset may hold, with their ranges
+INTEGER_RANGES: dict[str, tuple[int, int]] = {
+    "quality": QUALITY_RANGE,
+    "substeps": (1, 256),
+    "iterations": (1, 1000),
+    "lattice_cells": (1, 256),
+}
+# model -> its whole-number settings that presets keep
+_MODEL_INTEGERS: dict[str, tuple[str, ...]] = {
+    "blender_cloth": ("quality",),
+    "soft_body": ("substeps", "iterations", "lattice_cells"),
+}
+# each model's continuous parameters, in its order, with their hard limits
+MODEL_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
+    name: {p.name: p.bounds for p in get_model(name).parameters} for name in _MODEL_INTEGERS
+}
+# keys allowed in ``values`` of each model, in the order they are written
+MODEL_KEYS: dict[str, tuple[str, ...]] = {
+    name: (*_MODEL_INTEGERS[name], *MODEL_BOUNDS[name]) for name in _MODEL_INTEGERS
+}
+PARAMETER_BOUNDS: dict[str, tuple[float, float]] = MODEL_BOUNDS[MODEL]
+VALUE_KEYS: tuple[str, ...] = MODEL_KEYS[MODEL]
+"""Keys allowed in the ``values`` of a ``blender_cloth`` preset, in the order they are written."""
 
 TOP_LEVEL_KEYS = ("schema", "name", "model", "values", "notes", "provenance")
 REQUIRED_KEYS = ("schema", "name", "model", "values")
@@ -78,8 +98,8 @@ class PresetError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Preset:
-    """One material preset. ``values`` maps ``ClothSettings`` field names to numbers
-    (``quality`` an int, the rest floats). ``builtin`` presets ship with the add-on and
+    """One material preset. ``values`` maps the settings of ``model`` to numbers (the
+    whole-number settings as ints, the rest floats). ``builtin`` presets ship with the add-on and
     cannot be renamed or deleted; ``path`` is the file it was read from, if any."""
 
     name: str
@@ -93,7 +113,7 @@ class Preset:
     @property
     def parameters(self) -> dict[str, float]:
         """The continuous parameters only (what a fit can start from), in the model's order."""
-        return {k: float(self.values[k]) for k in PARAMETER_BOUNDS if k in self.values}
+        return {k: float(self.values[k]) for k in MODEL_BOUNDS[self.model] if k in self.values}
 
     @property
     def quality(self) -> int | None:
@@ -106,7 +126,7 @@ class Preset:
             "schema": SCHEMA_VERSION,
             "name": self.name,
             "model": self.model,
-            "values": {k: self.values[k] for k in VALUE_KEYS if k in self.values},
+            "values": {k: self.values[k] for k in MODEL_KEYS.get(self.model, ()) if k in self.values},
         }
         if self.notes:
             d["notes"] = self.notes
@@ -176,33 +196,35 @@ def _number(key: str, value: Any, source: str, where: str = "values") -> float:
     return number
 
 
-def _check_values(values: Any, source: str, where: str = "values") -> dict[str, float]:
+def _check_values(values: Any, source: str, where: str = "values", model: str = MODEL) -> dict[str, float]:
+    keys, bounds = MODEL_KEYS[model], MODEL_BOUNDS[model]
+    what = "cloth settings" if model == MODEL else f"{model} settings"
     if not isinstance(values, dict):
         raise invalid(source, f"{where} must be an object of field: number, got {type(values).__name__}")
     if not values:
-        raise invalid(source, f"{where} is empty: a preset sets at least one cloth setting")
-    unknown = [k for k in values if k not in VALUE_KEYS]
+        raise invalid(source, f"{where} is empty: a preset sets at least one {what[:-1]}")
+    unknown = [k for k in values if k not in keys]
     if unknown:
         raise invalid(
             source,
             f"unknown key(s) in {where}: {', '.join(repr(k) for k in unknown)}; "
-            f"known cloth settings: {', '.join(VALUE_KEYS)}",
+            f"known {what}: {', '.join(keys)}",
         )
     out: dict[str, float] = {}
-    for key in VALUE_KEYS:
+    for key in keys:
         if key not in values:
             continue
         raw = values[key]
-        if key == "quality":
+        if key in INTEGER_RANGES:
             if isinstance(raw, bool) or not isinstance(raw, int):
-                raise invalid(source, f"{where}.quality must be an integer, got {json.dumps(raw)[:40]}")
-            lo, hi = QUALITY_RANGE
+                raise invalid(source, f"{where}.{key} must be an integer, got {json.dumps(raw)[:40]}")
+            lo, hi = INTEGER_RANGES[key]
             if not lo <= raw <= hi:
-                raise invalid(source, f"{where}.quality = {raw} is outside [{lo}, {hi}]")
+                raise invalid(source, f"{where}.{key} = {raw} is outside [{lo}, {hi}]")
             out[key] = raw
             continue
         number = _number(key, raw, source, where)
-        lo, hi = PARAMETER_BOUNDS[key]
+        lo, hi = bounds[key]
         if number != 0.0 and abs(number) < FLOAT32_SMALLEST_NORMAL:
             # Blender keeps these settings in float32: such a value would be stored as 0 or a
             # denormal (a mass of 0, a fit that cannot move)
@@ -237,7 +259,7 @@ def _check_text(key: str, value: Any, source: str, limit: int, multiline: bool =
     return value
 
 
-def _check_provenance(prov: Any, source: str) -> dict[str, Any]:
+def _check_provenance(prov: Any, source: str, model: str = MODEL) -> dict[str, Any]:
     if not isinstance(prov, dict):
         raise invalid(source, f"provenance must be an object, got {type(prov).__name__}")
     unknown = [k for k in prov if k not in PROVENANCE_KEYS]
@@ -269,7 +291,7 @@ def _check_provenance(prov: Any, source: str) -> dict[str, Any]:
         elif kind == "names":
             if not isinstance(value, list) or len(value) > MAX_LIST_LENGTH:
                 raise invalid(source, f"{where} must be a list of parameter names")
-            bad = [n for n in value if n not in VALUE_KEYS]
+            bad = [n for n in value if n not in MODEL_KEYS[model]]
             if bad:
                 raise invalid(source, f"{where} has unknown parameter(s) {', '.join(map(repr, bad))}")
             out[key] = list(value)
@@ -278,7 +300,7 @@ def _check_provenance(prov: Any, source: str) -> dict[str, Any]:
                 raise invalid(source, f"{where} must be a list of names")
             out[key] = [_check_text(where, v, source, MAX_TEXT_LENGTH) for v in value]
         else:  # values
-            out[key] = _check_values(value, source, where)
+            out[key] = _check_values(value, source, where, model)
     return out
 
 
@@ -321,13 +343,15 @@ def parse_preset(text: str, source: str = "<string>", builtin: bool = False) -> 
         raise invalid(
             source, f"schema {json.dumps(schema)[:40]} is not supported (this version reads schema 1)"
         )
-    if data["model"] != MODEL:
-        raise invalid(source, f"model {json.dumps(data['model'])[:60]} is not supported (expected {MODEL!r})")
+    model = data["model"]
+    if not isinstance(model, str) or model not in MODEL_KEYS:
+        known = ", ".join(repr(m) for m in MODEL_KEYS)
+        raise invalid(source, f"model {json.dumps(model)[:60]} is not supported (expected one of {known})")
     name = check_name(data["name"], source)
-    values = _check_values(data["values"], source)
+    values = _check_values(data["values"], source, model=model)
     notes = _check_text("notes", data.get("notes", ""), source, MAX_NOTES_LENGTH, multiline=True)
-    provenance = _check_provenance(data.get("provenance", {}), source)
-    return Preset(name=name, values=values, notes=notes, provenance=provenance, builtin=builtin)
+    provenance = _check_provenance(data.get("provenance", {}), source, model)
+    return Preset(name=name, values=values, notes=notes, provenance=provenance, model=model, builtin=builtin)
 
 
 def validate_preset(preset: Preset, source: str | None = None) -> Preset:

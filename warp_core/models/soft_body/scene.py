@@ -1,0 +1,194 @@
+"""The Newton scene of a soft body: its lattice as one tetrahedral soft mesh, the ground
+plane and the colliders, the solver and (where there is anything to touch) the collision
+pipeline.
+
+Contacts are Newton's particle-shape contacts: lattice nodes against the ground plane and
+collider meshes, a penalty of stiffness ``CONTACT_STIFFNESS_CELLS * E * h`` (ten times the
+stiffness of one cubic cell of the material, following E whenever it is set: a simulator
+built at other start values then moves exactly as one built at these), so a body
+resting on the ground sinks into it by a small fraction of a cell. Newton mixes the
+particle side's and the shape's contact materials (stiffness and damping by their mean,
+friction by the geometric mean), so both sides get the same stiffness and damping, and
+the shape's friction is squared against a particle-side friction of 1.
+
+Damping: Newton's tetrahedral ``k_damp`` is a viscosity (Pa s) on the rate of the right
+Cauchy-Green tensor C = F^T F; its viscous stress is ``4 k_damp`` times the strain rate,
+the shear stress of the material ``2 mu`` times the strain. The model's ``damping`` is the
+time ``tau`` (s) of stiffness-proportional damping instead (viscous shear stress = ``tau``
+times the rate of the elastic one), so ``k_damp = tau * mu / 2``: what a damping value
+does then does not change with the stiffness being fitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import newton
+import numpy as np
+import warp as wp
+
+from .lattice import Lattice
+from .motion import collider_poses
+from .params import SoftBodyParams
+
+__all__ = [
+    "CONTACT_STIFFNESS_CELLS",
+    "NewtonScene",
+    "build_scene",
+    "newton_damping",
+    "set_density",
+    "set_material",
+]
+
+CONTACT_STIFFNESS_CELLS = 10.0
+# contact damping as a time (s) times the contact stiffness: damps the bounce of a node on
+# a surface within a few substeps of a 24 fps animation
+CONTACT_DAMPING_TIME = 1e-3
+# particle radius and contact detection band, in cells: nodes touch a surface with their
+# centre, and contacts are found a quarter cell ahead of it (detection runs every substep;
+# a wider band only adds idle contacts to every iteration)
+PARTICLE_RADIUS_CELLS = 1e-3
+CONTACT_GAP_CELLS = 0.25
+
+
+@dataclass
+class NewtonScene:
+    """Everything Newton holds for one soft body."""
+
+    model: newton.Model
+    solver: newton.solvers.SolverVBD
+    states: tuple[newton.State, newton.State]
+    pipeline: newton.CollisionPipeline | None
+    contacts: newton.Contacts | None
+    unit_mass: np.ndarray  # (M,) node masses per unit density (pinned nodes included)
+    moving: list[np.ndarray]  # the (F, 4, 4) world matrices of each moving collider, by body
+    moving_names: list[str]
+    origin: np.ndarray  # (3,) world position of the simulation's origin
+
+    def body_poses(self, n_frames: int) -> np.ndarray | None:
+        """(n_frames + 1, B, 7) poses of the moving colliders' bodies, None without any."""
+        if not self.moving:
+            return None
+        poses = [
+            collider_poses(m, name, n_frames, self.origin)
+            for m, name in zip(self.moving, self.moving_names, strict=True)
+        ]
+        return np.stack(poses, axis=1)
+
+
+def newton_damping(params: SoftBodyParams) -> float:
+    """Newton's ``k_damp`` (Pa s) for the damping time ``params.damping`` (s)."""
+    return float(params.damping) * params.lame()[0] / 2.0
+
+
+def _shape_config(stiffness: float, friction: float) -> newton.ModelBuilder.ShapeConfig:
+    cfg = newton.ModelBuilder.ShapeConfig()
+    cfg.ke = stiffness
+    cfg.kd = stiffness * CONTACT_DAMPING_TIME
+    cfg.mu = float(friction) ** 2  # against the particles' 1: geometric mean = friction
+    cfg.density = 0.0  # colliders are kinematic: no mass or inertia to compute
+    cfg.margin = 0.0
+    cfg.has_shape_collision = False  # colliders never touch each other, only the body
+    return cfg
+
+
+def _add_colliders(
+    builder: newton.ModelBuilder, params: SoftBodyParams, stiffness: float, origin: np.ndarray
+) -> tuple:
+    moving, names = [], []
+    for k, c in enumerate(params.colliders):
+        world = c.vertices @ c.matrices[0][:3, :3].T + c.matrices[0][:3, 3] - origin
+        mesh = newton.Mesh(world.astype(np.float32), c.triangles.ravel(), compute_inertia=False)
+        cfg = _shape_config(stiffness, c.friction)
+        body = -1
+        if c.moves:
+            collider_poses(c.matrices, c.name, len(c.matrices) - 1)  # refuse a non-rigid motion now
+            body = builder.add_body(xform=wp.transform_identity(), is_kinematic=True, label=f"collider {k}")
+            moving.append(c.matrices)
+            names.append(c.name)
+        builder.add_shape_mesh(body, mesh=mesh, cfg=cfg, label=f"collider {k}: {c.name}")
+    return moving, names
+
+
+def build_scene(
+    lattice: Lattice, params: SoftBodyParams, pinned: np.ndarray, device: str, origin: np.ndarray
+) -> NewtonScene:
+    """Build the Newton model and solver; ``pinned`` (M,) bool marks the kinematic nodes.
+    Everything is placed relative to ``origin`` (world)."""
+    mu, lam = params.lame()
+    h = lattice.cell_size
+    stiffness = contact_stiffness(params, h)
+    builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=tuple(float(g) for g in params.gravity))
+    builder.add_soft_mesh(
+        pos=wp.vec3(0.0, 0.0, 0.0),
+        rot=wp.quat_identity(),
+        scale=1.0,
+        vel=wp.vec3(0.0, 0.0, 0.0),
+        vertices=(lattice.nodes - origin).astype(np.float32),
+        indices=lattice.tets.ravel().tolist(),
+        density=1.0,
+        k_mu=mu,
+        k_lambda=lam,
+        k_damp=newton_damping(params),
+        add_surface_mesh_edges=False,  # bending edges only serve self-contact, which is off
+        particle_radius=PARTICLE_RADIUS_CELLS * h,
+    )
+    if params.ground:
+        builder.add_ground_plane(
+            height=float(params.ground_height - origin[2]), cfg=_shape_config(stiffness, params.friction)
+        )
+    moving, names = _add_colliders(builder, params, stiffness, origin)
+    builder.color()
+    model = builder.finalize(device=device)
+    model.soft_contact_ke = stiffness
+    model.soft_contact_kd = stiffness * CONTACT_DAMPING_TIME
+    model.soft_contact_mu = 1.0
+
+    unit_mass = model.particle_mass.numpy().astype(np.float64)
+    pipeline = contacts = None
+    if model.shape_count:
+        pipeline = newton.CollisionPipeline(model, soft_contact_gap=CONTACT_GAP_CELLS * h, deterministic=True)
+        contacts = pipeline.contacts()
+    solver = newton.solvers.SolverVBD(
+        model,
+        iterations=int(params.iterations),
+        # colliders move by their animation, set on the states by the caller
+        integrate_with_external_rigid_solver=True,
+        deterministic=wp.DeterministicMode.RUN_TO_RUN,
+    )
+    states = (model.state(), model.state())
+    scene = NewtonScene(model, solver, states, pipeline, contacts, unit_mass, moving, names, origin)
+    set_density(scene, float(params.density), pinned)
+    return scene
+
+
+def set_density(scene: NewtonScene, density: float, pinned: np.ndarray) -> None:
+    """Node masses for ``density``; pinned nodes stay kinematic (mass and inverse mass 0)."""
+    mass = scene.unit_mass * density
+    mass[pinned] = 0.0
+    inv = np.divide(1.0, mass, out=np.zeros_like(mass), where=mass > 0.0)
+    scene.model.particle_mass.assign(mass.astype(np.float32))
+    scene.model.particle_inv_mass.assign(inv.astype(np.float32))
+
+
+def contact_stiffness(params: SoftBodyParams, cell_size: float) -> float:
+    return CONTACT_STIFFNESS_CELLS * float(params.young_modulus) * float(cell_size)
+
+
+def set_contact_stiffness(scene: NewtonScene, stiffness: float) -> None:
+    """The penalty stiffness and damping of every contact (both sides), in place. Newton
+    reads the particle side's as a launch argument: captured graphs must be captured anew."""
+    model = scene.model
+    model.soft_contact_ke = stiffness
+    model.soft_contact_kd = stiffness * CONTACT_DAMPING_TIME
+    if model.shape_count:
+        model.shape_material_ke.fill_(stiffness)
+        model.shape_material_kd.fill_(stiffness * CONTACT_DAMPING_TIME)
+
+
+def set_material(scene: NewtonScene, params: SoftBodyParams) -> None:
+    """Every tet's (k_mu, k_lambda, k_damp) from ``params``, in place."""
+    mu, lam = params.lame()
+    materials = np.empty((scene.model.tet_count, 3), dtype=np.float32)
+    materials[:] = (mu, lam, newton_damping(params))
+    scene.model.tet_materials.assign(materials)

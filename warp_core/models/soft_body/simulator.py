@@ -1,0 +1,352 @@
+"""``SoftBodySimulator``: a mesh embedded in a tetrahedral lattice, simulated as a stable
+Neo-Hookean soft body by Newton's VBD solver, with rollouts of the embedded mesh.
+
+Time: a frame is ``substeps`` VBD steps of ``dt = 1 / (fps * substeps)``; frame ``f``
+runs the substeps from ``f - 1`` to ``f``. The state at ``start_frame`` is the rest state
+(the lattice at rest, velocity 0).
+
+Pins: the mesh vertices whose pin weight exceeds ``pin_threshold`` are pinned, and so is
+every lattice node that carries one of them (barycentric weight above 1e-9): those nodes
+are kinematic (mass and inverse mass 0, which Newton's VBD leaves where they are put).
+Each frame, the least-squares affine map from the pinned vertices' rest positions to their
+goals (``goals[f - start_frame]``, the input mesh of that frame; the rest shape without
+goals) is fitted, falling back to the best rigid motion when they do not span 3D (fewer
+than four non-coplanar vertices), and moves the pinned nodes. Before every substep the
+pinned nodes are put where the map, interpolated linearly between the frame's ends, takes
+them at the end of that substep, with the frame's goal velocity, so the implicit solve
+sees them where they will be.
+
+Colliders and ground: see :mod:`.scene`. A moving collider's body is placed before every
+substep at its object's transform interpolated between the frame's ends (translation
+linearly, rotation along the short arc).
+
+Precision: Newton's VBD is float32, and positions far from the coordinates' origin lose
+the small increments a step adds (a slow motion stalls or drifts once g dt^2 nears a unit
+in the last place), so the body is simulated relative to the centre of its lattice; the
+ground, colliders and goals are moved with it and the output moved back to world space.
+
+Determinism: Newton runs in its run-to-run deterministic mode (contacts gathered per
+particle, no atomics), so two rollouts with the same inputs are bit-identical; the fit's
+finite differences rely on it. On CUDA each frame's substeps run as one captured graph
+(frame data copied into fixed buffers first), after the simulator's first frame, launched
+kernel by kernel, which lets Newton size its buffers outside a capture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import warp as wp
+
+from ...mesh import ClothMesh
+from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
+from .lattice import Lattice, build_lattice, mesh_triangles
+from .motion import pinned_node_goals
+from .params import PARAMETER_NAMES, SoftBodyParams
+from .scene import (
+    NewtonScene,
+    build_scene,
+    contact_stiffness,
+    set_contact_stiffness,
+    set_density,
+    set_material,
+)
+
+__all__ = ["PIN_NODE_WEIGHT", "SoftBodyRollout", "SoftBodySimulator"]
+
+FLOAT32_ONLY = "the soft-body model runs in float32 only (Newton's VBD)"
+# a lattice node carries a pinned vertex when its barycentric weight exceeds this
+PIN_NODE_WEIGHT = 1e-9
+
+
+@dataclass
+class SoftBodyRollout:
+    """Embedded mesh positions at the requested frames, shape (frames, N) of vec3; with
+    ``keep_nodes``, the lattice nodes' positions and velocities at those frames (frames, M)."""
+
+    frames: list[int]
+    positions: wp.array
+    node_positions: wp.array | None = None
+    node_velocities: wp.array | None = None
+
+    @property
+    def frozen(self) -> None:
+        """Nothing discrete to repeat: VBD runs a fixed number of iterations."""
+        return None
+
+    def numpy(self) -> np.ndarray:
+        return self.positions.numpy().astype(np.float64)
+
+
+class SoftBodySimulator:
+    """The ``soft_body`` model for one mesh on one Warp device (float32 only).
+
+    ``params`` is a float32 Warp array of the parameters in ``PARAMETER_NAMES`` order; it
+    has no gradient (Newton's VBD records no tape), so the fit uses finite differences.
+    """
+
+    def __init__(
+        self,
+        mesh: ClothMesh,
+        params: SoftBodyParams | None = None,
+        device: str = "cpu",
+        precision: str = "float32",
+        start_frame: int = 1,
+    ) -> None:
+        params = params or SoftBodyParams()
+        params.validate()
+        if precision == "float64":
+            raise ValueError(FLOAT32_ONLY)
+        if precision != "float32":
+            raise ValueError(f"precision must be 'float32' ({FLOAT32_ONLY}), got {precision!r}")
+        self.mesh = mesh
+        self.settings = params
+        self.device = str(wp.get_device(device))
+        self.dtype = wp.float32
+        self.vec3 = wp.vec3
+        self.start_frame = int(start_frame)
+        self.lattice: Lattice = build_lattice(
+            mesh.vertices, mesh_triangles(mesh.polygons()), params.lattice_cells
+        )
+        lat = self.lattice
+        self.pinned_vertices = np.flatnonzero(mesh.pin_weights > params.pin_threshold)
+        self.pinned_nodes = np.zeros(len(lat.nodes), dtype=bool)
+        carried = lat.vertex_weights[self.pinned_vertices] > PIN_NODE_WEIGHT
+        self.pinned_nodes[lat.vertex_nodes[self.pinned_vertices][carried]] = True
+        self._pinned_index = np.flatnonzero(self.pinned_nodes)
+        self.origin = 0.5 * (lat.nodes.min(axis=0) + lat.nodes.max(axis=0))
+        self._origin = wp.vec3(*self.origin.astype(np.float32))
+        self.scene: NewtonScene = build_scene(lat, params, self.pinned_nodes, self.device, self.origin)
+        self._control = self.scene.model.control()
+
+        d = self.device
+        self.params = wp.array(self._values(params), dtype=wp.float32, device=d)
+        self._vertex_nodes = wp.array(lat.vertex_nodes, dtype=wp.int32, device=d)
+        self._vertex_weights = wp.array(lat.vertex_weights.astype(np.float32), dtype=wp.float32, device=d)
+        self._rest_q = wp.array((lat.nodes - self.origin).astype(np.float32), dtype=wp.vec3, device=d)
+        n_pins = len(self._pinned_index)
+        self._pins = wp.array(self._pinned_index.astype(np.int32), dtype=wp.int32, device=d)
+        self._goal_start = wp.zeros(n_pins, dtype=wp.vec3, device=d)
+        self._goal_end = wp.zeros(n_pins, dtype=wp.vec3, device=d)
+        n_bodies = len(self.scene.moving)
+        self._pose_start = wp.zeros(n_bodies, dtype=wp.transform, device=d)
+        self._pose_end = wp.zeros(n_bodies, dtype=wp.transform, device=d)
+        self._goal_frames: wp.array | None = None
+        self._pose_frames: wp.array | None = None
+        self.graphs_enabled = True
+        self._graphs: dict[int, object] = {}
+        self._warmed = False  # a frame has run kernel by kernel (Newton sized its buffers)
+        self._edges, self._rest_lengths = self._mesh_edges(mesh)
+
+    # ---------------------------------------------------------------- sizes
+    @property
+    def vertex_count(self) -> int:
+        return self.mesh.vertex_count
+
+    @property
+    def node_count(self) -> int:
+        return len(self.lattice.nodes)
+
+    @property
+    def tet_count(self) -> int:
+        return len(self.lattice.tets)
+
+    @property
+    def worst_quality(self) -> float:
+        return self.lattice.worst_quality
+
+    # ---------------------------------------------------------------- parameters
+    @staticmethod
+    def _values(settings: SoftBodyParams) -> np.ndarray:
+        v = settings.values()
+        return np.array([v[k] for k in PARAMETER_NAMES], dtype=np.float32)
+
+    def param_values(self) -> dict[str, float]:
+        return self.settings.values()
+
+    def set_params(self, values: dict[str, float]) -> None:
+        """Set some of the continuous parameters; the lattice and the Newton model stay,
+        the tets' materials and the nodes' masses change in place."""
+        unknown = set(values) - set(PARAMETER_NAMES)
+        if unknown:
+            raise ValueError(f"unknown soft-body parameter(s): {', '.join(sorted(unknown))}")
+        settings = self.settings.replace(**{k: float(v) for k, v in values.items()})
+        settings.validate()
+        old = self.settings
+        if (settings.young_modulus, settings.poisson_ratio, settings.damping) != (
+            old.young_modulus,
+            old.poisson_ratio,
+            old.damping,
+        ):
+            set_material(self.scene, settings)
+        if settings.young_modulus != old.young_modulus:
+            set_contact_stiffness(self.scene, contact_stiffness(settings, self.lattice.cell_size))
+            self._graphs.clear()  # they hold the old contact stiffness
+        if settings.density != old.density:
+            set_density(self.scene, float(settings.density), self.pinned_nodes)
+        self.settings = settings
+        self.params.assign(self._values(settings))
+
+    # ---------------------------------------------------------------- diagnostics
+    @staticmethod
+    def _mesh_edges(mesh: ClothMesh) -> tuple[np.ndarray, np.ndarray]:
+        edges = mesh.edges
+        rest = np.linalg.norm(mesh.vertices[edges[:, 1]] - mesh.vertices[edges[:, 0]], axis=1)
+        keep = rest > 0.0
+        return edges[keep], rest[keep]
+
+    def max_stretch(self, positions: np.ndarray) -> float:
+        """Largest mesh edge length over its rest length in ``positions`` (frames, N, 3)."""
+        if not len(self._edges):
+            return 1.0
+        e = self._edges
+        lengths = np.linalg.norm(positions[:, e[:, 1]] - positions[:, e[:, 0]], axis=2)
+        return float((lengths / self._rest_lengths).max())
+
+    # ---------------------------------------------------------------- rollout
+    def _load_goals(self, goals: np.ndarray | None, n_frames: int) -> None:
+        """Upload the pinned nodes' positions and the collider poses of every frame."""
+        d = self.device
+        self._goal_frames = self._pose_frames = None
+        if goals is not None:
+            goals = np.asarray(goals, dtype=np.float64)
+            if goals.ndim != 3 or goals.shape[1:] != (self.vertex_count, 3) or len(goals) < n_frames + 1:
+                need = f"(>= {n_frames + 1}, {self.vertex_count}, 3)"
+                raise ValueError(f"pin goals must have shape {need}, got {goals.shape}")
+            if not np.isfinite(goals).all():
+                raise ValueError("pin goal positions contain NaN or infinite values")
+        if len(self._pinned_index):
+            pv = self.pinned_vertices
+            track = pinned_node_goals(
+                self.mesh.vertices[pv],
+                self.lattice.nodes[self._pinned_index],
+                None if goals is None else goals[: n_frames + 1, pv],
+                n_frames,
+            )
+            self._goal_frames = wp.array((track - self.origin).astype(np.float32), dtype=wp.vec3, device=d)
+        poses = self.scene.body_poses(n_frames)
+        if poses is not None:
+            self._pose_frames = wp.array(poses.astype(np.float32), dtype=wp.transform, device=d)
+
+    def _reset(self) -> None:
+        for state in self.scene.states:
+            wp.copy(state.particle_q, self._rest_q)
+            state.particle_qd.zero_()
+            if self._pose_frames is not None:
+                wp.copy(state.body_q, self._pose_frames[0])
+                state.body_qd.zero_()
+
+    def rollout(
+        self,
+        frame_end: int,
+        output_frames: list[int] | None = None,
+        goals: np.ndarray | None = None,
+        frozen: object = None,
+        keep_nodes: bool = False,
+    ) -> SoftBodyRollout:
+        """Simulate from ``start_frame`` to ``frame_end``; the embedded mesh at
+        ``output_frames`` (default: every frame). ``goals[f - start_frame]`` are the input
+        mesh's positions at frame ``f`` (the pins' goals); ``frozen`` is ignored (nothing
+        to freeze). ``keep_nodes`` also keeps the lattice nodes' positions and velocities."""
+        f0 = self.start_frame
+        if frame_end < f0:
+            raise ValueError(f"frame_end {frame_end} is before the start frame {f0}")
+        frames = list(range(f0, frame_end + 1)) if output_frames is None else [int(f) for f in output_frames]
+        bad = [f for f in frames if f < f0 or f > frame_end]
+        if bad:
+            raise ValueError(f"output frames {bad[:5]} are outside [{f0}, {frame_end}]")
+        n_frames = frame_end - f0
+        self._load_goals(goals, n_frames)
+        self._reset()
+        d = self.device
+        positions = wp.zeros((len(frames), self.vertex_count), dtype=wp.vec3, device=d)
+        result = SoftBodyRollout(frames, positions)
+        if keep_nodes:
+            result.node_positions = wp.zeros((len(frames), self.node_count), dtype=wp.vec3, device=d)
+            result.node_velocities = wp.zeros((len(frames), self.node_count), dtype=wp.vec3, device=d)
+        rows: dict[int, list[int]] = {}
+        for row, f in enumerate(frames):
+            rows.setdefault(f, []).append(row)
+        parity = 0
+        self._write(result, rows.get(f0, []), parity)
+        steps = int(self.settings.substeps)
+        for fi in range(n_frames):
+            self._run_frame(fi, parity)
+            parity = (parity + steps) % 2
+            self._write(result, rows.get(f0 + fi + 1, []), parity)
+        return result
+
+    def _write(self, result: SoftBodyRollout, rows: list[int], parity: int) -> None:
+        state = self.scene.states[parity]
+        for row in rows:
+            wp.launch(
+                embed_vertices,
+                dim=self.vertex_count,
+                inputs=[self._vertex_nodes, self._vertex_weights, state.particle_q, self._origin],
+                outputs=[result.positions, row],
+                device=self.device,
+            )
+            if result.node_positions is not None:
+                wp.launch(
+                    nodes_to_world,
+                    dim=self.node_count,
+                    inputs=[state.particle_q, self._origin],
+                    outputs=[result.node_positions, row],
+                    device=self.device,
+                )
+                wp.copy(result.node_velocities[row], state.particle_qd)
+
+    def _run_frame(self, fi: int, parity: int) -> None:
+        if self._goal_frames is not None:
+            wp.copy(self._goal_start, self._goal_frames[fi])
+            wp.copy(self._goal_end, self._goal_frames[fi + 1])
+        if self._pose_frames is not None:
+            wp.copy(self._pose_start, self._pose_frames[fi])
+            wp.copy(self._pose_end, self._pose_frames[fi + 1])
+        if not self._warmed or not self.use_graphs:
+            self._substeps(parity)
+            self._warmed = True
+            return
+        graph = self._graphs.get(parity)
+        if graph is None:
+            with wp.ScopedCapture(device=self.device) as capture:
+                self._substeps(parity)
+            graph = self._graphs[parity] = capture.graph
+        wp.capture_launch(graph)
+
+    @property
+    def use_graphs(self) -> bool:
+        """Capture each frame's substeps as a CUDA graph (CUDA only; set ``graphs_enabled``
+        to False to launch them one by one)."""
+        return self.graphs_enabled and wp.get_device(self.device).is_cuda
+
+    def _substeps(self, parity: int) -> None:
+        scene = self.scene
+        steps = int(self.settings.substeps)
+        dt = 1.0 / (float(self.settings.fps) * steps)
+        fps = float(self.settings.fps)
+        d = self.device
+        for k in range(steps):
+            state_in = scene.states[(parity + k) % 2]
+            state_out = scene.states[(parity + k + 1) % 2]
+            alpha = (k + 1) / steps
+            if len(self._pinned_index):
+                wp.launch(
+                    set_pinned_nodes,
+                    dim=len(self._pinned_index),
+                    inputs=[self._pins, self._goal_start, self._goal_end, alpha, fps],
+                    outputs=[state_in.particle_q, state_in.particle_qd],
+                    device=d,
+                )
+            if self._pose_frames is not None:
+                wp.launch(
+                    set_body_poses,
+                    dim=len(scene.moving),
+                    inputs=[self._pose_start, self._pose_end, alpha],
+                    outputs=[state_out.body_q],
+                    device=d,
+                )
+            if scene.pipeline is not None:
+                scene.pipeline.collide(state_in, scene.contacts)
+            scene.solver.step(state_in, state_out, self._control, scene.contacts, dt)
