@@ -10,6 +10,7 @@ import bpy
 
 from ...warp_core.fit import FitResult
 from ...warp_core.fit.report import json_safe
+from ...warp_core.models import get_model
 from ..extension import addon_version
 from ..request import FitRequest, PreparedFit
 
@@ -39,6 +40,9 @@ def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
         "device": result.device,
         "addon_version": addon_version(),
     }
+    describe = getattr(get_model(r.model), "geometry_summary", None)
+    if describe is not None:  # what the mesh became for the model (a soft body's lattice)
+        record["geometry"] = describe(prepared.problem.mesh, prepared.problem.params)
     return json_safe(record)
 
 

@@ -201,6 +201,13 @@ class FIT_PT_main(bpy.types.Panel):
             icon="SORT_ASC",
         )
         _draw_outcome(box, record)
+        geometry = record.get("geometry")
+        if geometry:
+            box.label(
+                text=f"Lattice: {geometry['tets']} tets, {geometry['nodes']} nodes, "
+                f"worst tet quality {geometry['worst_quality']:.2f}",
+                icon="MESH_ICOSPHERE",
+            )
         self.draw_run(box, ob, record)
         for warning in record.get("warnings") or []:
             box.label(text=warning, icon="ERROR")

@@ -156,16 +156,23 @@ def add_targets_from_blender(
     for k, v in saved.items():
         setattr(mod.settings, k, v)
     bpy.context.scene.frame_set(start)
-    me = cloth.data
-    faces = [list(p.vertices) for p in me.polygons]
+    return add_target_meshes(cloth, traj, frames, start, prefix)
+
+
+def add_target_meshes(
+    ob: bpy.types.Object, trajectory: np.ndarray, frames: list[int], start: int, prefix: str | None = None
+) -> list[bpy.types.Object]:
+    """One world-space target mesh (the object's faces) per frame of ``trajectory`` (index 0 =
+    ``start``), each added to the object's fit targets."""
+    faces = [list(p.vertices) for p in ob.data.polygons]
     targets = []
     for f in frames:
-        tname = f"{prefix or cloth.name}.target.{f:03d}"
+        tname = f"{prefix or ob.name}.target.{f:03d}"
         tme = bpy.data.meshes.new(tname)
-        tme.from_pydata(traj[f - start].tolist(), [], faces)
+        tme.from_pydata(trajectory[f - start].tolist(), [], faces)
         tob = bpy.data.objects.new(tname, tme)
         bpy.context.scene.collection.objects.link(tob)
-        item = cloth.fit_to_target.targets.add()
+        item = ob.fit_to_target.targets.add()
         item.kind, item.object, item.frame = "OBJECT", tob, f
         targets.append(tob)
     return targets

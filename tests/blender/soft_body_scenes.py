@@ -8,7 +8,7 @@ import importlib
 
 import bpy
 import numpy as np
-from addon_scenes import addon_module
+from addon_scenes import add_target_meshes, addon_module
 from blender_ref import _PACKAGE, world_positions
 
 soft_scene = addon_module("models.soft_body")
@@ -80,18 +80,7 @@ def model_trajectory(ob: bpy.types.Object, frame_end: int, values: dict | None =
 def add_targets(ob: bpy.types.Object, trajectory: np.ndarray, frames: list[int]) -> list[bpy.types.Object]:
     """One world-space target mesh per frame from ``trajectory`` (index 0 = cache start)."""
     start = soft_scene.find_soft_body_modifier(ob).point_cache.frame_start
-    faces = [list(p.vertices) for p in ob.data.polygons]
-    made = []
-    for f in frames:
-        tname = f"{ob.name}.target.{f:03d}"
-        me = bpy.data.meshes.new(tname)
-        me.from_pydata(trajectory[f - start].tolist(), [], faces)
-        tob = bpy.data.objects.new(tname, me)
-        bpy.context.scene.collection.objects.link(tob)
-        item = ob.fit_to_target.targets.add()
-        item.kind, item.object, item.frame = "OBJECT", tob, f
-        made.append(tob)
-    return made
+    return add_target_meshes(ob, trajectory, frames, start)
 
 
 def blender_soft_body(ob: bpy.types.Object, frame_end: int) -> np.ndarray:

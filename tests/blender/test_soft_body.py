@@ -74,6 +74,10 @@ def test_operator_recovers_hidden_material_writes_and_bakes_it(kind: str) -> Non
         "young_modulus"
     ] == (pytest.approx(before["young_modulus"], rel=1e-6))
     assert record["initial_rmse_m"] > 20.0 * record["rmse_m"]
+    # what the mesh became: a cube fills its 4 x 4 x 4 cells, 6 tets each; Suzanne fewer
+    geometry = record["geometry"]
+    assert geometry["tets"] == 384 if kind == "cube" else 0 < geometry["tets"] < 384
+    assert 0.0 < geometry["worst_quality"] <= 1.0
     print(f"{kind}: {record['n_forward']} rollouts, {record['seconds']:.1f} s")
 
     # the bake plays back exactly what the model does with the written values

@@ -59,6 +59,21 @@ class SoftBodyModel:
     def settings_from_dict(self, values: dict[str, Any]) -> SoftBodyParams:
         return SoftBodyParams.from_dict(values)
 
+    def geometry_summary(self, geometry: ClothMesh, settings: SoftBodyParams) -> dict[str, Any]:
+        """What the mesh becomes: the lattice's tets, nodes, cell size and worst tet quality
+        (mean ratio, 1 for a regular tet)."""
+        from .lattice import build_lattice, mesh_triangles
+
+        lattice = build_lattice(
+            geometry.vertices, mesh_triangles(geometry.polygons()), settings.lattice_cells
+        )
+        return {
+            "tets": int(len(lattice.tets)),
+            "nodes": int(len(lattice.nodes)),
+            "cell_size_m": float(lattice.cell_size),
+            "worst_quality": float(lattice.worst_quality),
+        }
+
     def build(
         self,
         geometry: ClothMesh,
