@@ -7,7 +7,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["identifiability"]
+__all__ = ["LOOSE_FACTOR", "identifiability"]
+
+# A determined parameter whose values this factor either side of the fitted one still match
+# the targets within the tolerance (to first order) gets a warning: the motion is matched,
+# the value is not pinned down.
+LOOSE_FACTOR = 1.1
 
 
 def identifiability(
@@ -17,6 +22,7 @@ def identifiability(
     residual_scale: float | np.ndarray = 1.0,
     threshold: float = 1e-4,
     collinear_cos: float = 0.999,
+    tolerance_norm: float | None = None,
 ) -> list[dict[str, Any]]:
     """How much the target constrains each free parameter, to first order.
 
@@ -28,8 +34,16 @@ def identifiability(
     whose max change is below ``threshold`` (default 0.1 mm) gets a warning. Pairs of
     columns with ``|cos| > collinear_cos`` are flagged (on the first of the pair).
 
+    With ``tolerance_norm`` (the residual norm at which the targets stop counting as
+    matched: sqrt(matched points) times the tolerance), each parameter also gets
+    ``matched_range``: the factors (low, high) by which it can move, the others following
+    where they make up for it, before the residual norm reaches it, to first order (the
+    marginal extent of the tolerance ellipsoid in log space); beyond ``LOOSE_FACTOR`` a
+    determined parameter gets a warning.
+
     Returns one dict per parameter: ``name``, ``value``, ``rms_change``, ``max_change``,
-    ``determined`` (bool), ``collinear_with`` (list of names), ``warnings`` (list of str).
+    ``determined`` (bool), ``collinear_with`` (list of names), ``warnings`` (list of str),
+    and ``matched_range`` with ``tolerance_norm``.
     """
     jac = np.asarray(jacobian_log, dtype=np.float64)
     if jac.ndim != 2 or jac.shape[1] != len(names):
@@ -73,7 +87,26 @@ def identifiability(
                     f"{names[a]} and {names[b]} have the same effect on the target; "
                     "only their combination is determined"
                 )
+    if tolerance_norm is not None and len(names):
+        _matched_ranges(jac, entries, tolerance_norm)
     return entries
+
+
+def _matched_ranges(jac: np.ndarray, entries: list[dict[str, Any]], tolerance_norm: float) -> None:
+    covariance = np.linalg.pinv(jac.T @ jac)
+    for k, entry in enumerate(entries):
+        half = float(tolerance_norm * math.sqrt(max(covariance[k, k], 0.0)))
+        if not math.isfinite(half) or half > 50.0:
+            half = 50.0  # no bound worth the name
+        entry["matched_range"] = [math.exp(-half), math.exp(half)]
+        collinear = entry["collinear_with"]
+        if entry["determined"] and not collinear and math.exp(half) > LOOSE_FACTOR:
+            percent = 100.0 * (math.exp(half) - 1.0)
+            entry["warnings"].append(
+                f"{entry['name']}: values about {percent:.0f} % either side still match the targets within "
+                "the tolerance (others making up for it): the motion is matched, this value only "
+                "loosely; targets where it matters more pin it down"
+            )
 
 
 def _format_length(metres: float) -> str:

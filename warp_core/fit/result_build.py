@@ -3,6 +3,7 @@ identifiability report, parameters at their bounds, and the outcome."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -52,7 +53,14 @@ def build_result(
     ident = []
     if jac is not None:
         scale = objective.residual_scale()
-        ident = identifiability(jac, spec.free_names, values, scale, threshold=scales.report_m)
+        ident = identifiability(
+            jac,
+            spec.free_names,
+            values,
+            scale,
+            threshold=scales.report_m,
+            tolerance_norm=math.sqrt(objective.matched_points()) * scales.tolerance_m,
+        )
     for entry in ident:
         warnings += entry["warnings"]
     undetermined = [e["name"] for e in ident if not e["determined"]]
