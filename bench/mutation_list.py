@@ -286,8 +286,8 @@ CLI = [
     _cli_flag(
         "--object",
         CLI_RUN,
-        "objects = pick_objects(scene, args.object, targets)",
-        "objects = pick_objects(scene, [], targets)",
+        "objects = pick_objects(scene, args.object, targets, args.model)",
+        "objects = pick_objects(scene, [], targets, args.model)",
         "every object with targets",
     ),
     _cli_flag(
@@ -383,48 +383,4 @@ FEATURES = [
     ),
 ]
 
-SOFT_CORE = ("tests/core/test_soft_body_model.py", "tests/core/test_soft_body_statics.py")
-SOFT_BODY = [
-    Mutation(
-        "soft_contact_fixed",
-        "soft body: contact stiffness stays where the simulator was built (not following E)",
-        "warp_core/models/soft_body/simulator.py",
-        "set_contact_stiffness(self.scene, contact_stiffness(settings, self.lattice.cell_size))",
-        "contact_stiffness(settings, self.lattice.cell_size)",
-        SOFT_CORE,
-    ),
-    Mutation(
-        "soft_shear_modulus_doubled",
-        "soft body: the shear modulus without its factor 2 (twice too stiff)",
-        "warp_core/models/soft_body/params.py",
-        "return e / (2.0 * (1.0 + nu)), e * nu",
-        "return e / (1.0 + nu), e * nu",
-        SOFT_CORE,
-    ),
-    Mutation(
-        "soft_density_ignored",
-        "soft body: density does not change the node masses",
-        "warp_core/models/soft_body/scene.py",
-        "mass = scene.unit_mass * density",
-        "mass = scene.unit_mass * 1000.0",
-        SOFT_CORE,
-    ),
-    Mutation(
-        "soft_damping_doubled",
-        "soft body: Newton's k_damp twice the damping time's (tau mu instead of tau mu / 2)",
-        "warp_core/models/soft_body/scene.py",
-        "return float(params.damping) * params.lame()[0] / 2.0",
-        "return float(params.damping) * params.lame()[0]",
-        SOFT_CORE,
-    ),
-    Mutation(
-        "soft_pins_frozen",
-        "soft body: pinned nodes stay at the frame's start goal",
-        "warp_core/models/soft_body/kernels.py",
-        "b = goal_end[k]",
-        "b = goal_start[k]",
-        SOFT_CORE,
-    ),
-]
-
-MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI + SEVERAL_OBJECTS + FEATURES + SOFT_BODY
+MUTATIONS: list[Mutation] = PHYSICS + SOLVER_AND_ADJOINT + FIT + CLI + SEVERAL_OBJECTS + FEATURES

@@ -5,7 +5,7 @@ the repository, run the suite on it, and report which bugs the tests catch.
     python bench/mutations.py --list
     python bench/mutations.py --check     # anchors and syntax only, no tests (seconds)
 
-Each mutation (``mutation_list.py``) runs in a fresh temporary directory holding the
+Each mutation (``mutation_list*.py``) runs in a fresh temporary directory holding the
 repository's tracked and untracked, not ignored, files (``git ls-files -co
 --exclude-standard``; not ``.venv``). Its ``old`` text must occur exactly once in its file
 (otherwise the list has gone stale: an error, never a verdict). The suite then runs there
@@ -47,7 +47,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mutation_list import MUTATIONS, Mutation
+from mutation_list import Mutation
+from mutation_list_soft_body import MUTATIONS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # failures that mean the mutated code is broken, not that a test noticed a wrong result
