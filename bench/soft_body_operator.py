@@ -30,8 +30,8 @@ def main() -> int:
     args = parser.parse_args()
     blender_env.import_addon_package().register()
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
-    from addon_scenes import playback
-    from soft_body_scenes import add_targets, model_trajectory, select_only, soft_object
+    from addon_scenes import model_trajectory, playback
+    from soft_body_scenes import add_targets, select_only, soft_object
 
     truth = {"young_modulus": 2.0e4, "damping": 0.02}
     frames = [8, 14, 20, 30]

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ...warp_core.models import get_model
+
 if TYPE_CHECKING:
     import bpy
 
@@ -105,3 +107,31 @@ def resolve_ties(
                 if follower in free:
                     free.remove(follower)
     return free, followers
+
+
+def parameter_box(layout: bpy.types.UILayout, settings: Any, model_name: str) -> bpy.types.UILayout:
+    """The "Parameters" box with a check box per parameter of the model (``settings`` is
+    ``Object.fit_to_target``); the model adds its own rows below."""
+    box = layout.box()
+    box.label(text="Parameters")
+    grid = box.grid_flow(columns=2, even_columns=True, align=True)
+    for parameter in get_model(model_name).parameters:
+        grid.prop(settings, f"fit_{parameter.name}")
+    return box
+
+
+def plain(value: Any) -> Any:
+    """A setting's value as a plain Python number or string (JSON-ready)."""
+    return value if isinstance(value, str | int | float | bool) else float(value)
+
+
+def as_type_of(current: Any, value: Any) -> Any:
+    """``value`` as the type of the setting that holds ``current`` (JSON and presets may give
+    5.0 for an integer setting such as quality)."""
+    if isinstance(current, bool):
+        return bool(value)
+    if isinstance(current, int):
+        return int(round(float(value)))
+    if isinstance(current, float):
+        return float(value)
+    return value

@@ -14,7 +14,6 @@ import bpy
 import numpy as np
 
 from ...warp_core.mesh import ClothMesh
-from ...warp_core.models import get_model
 from ...warp_core.models.blender_cloth import CLOTH_SETTINGS_FIELDS, ClothParams
 from ...warp_core.models.blender_cloth.topology import validate_mesh
 from ..scene.mesh_read import (
@@ -25,7 +24,7 @@ from ..scene.mesh_read import (
     sample_modifier_input,
     vertex_group_weights,
 )
-from .base import TieOption
+from .base import TieOption, as_type_of, parameter_box, plain
 from .blender_cloth_fields import field_rows
 from .blender_cloth_unmodeled import cautions, unmodeled_settings
 
@@ -164,28 +163,18 @@ def sample_cloth_input(
 
 def modifier_values(mod: bpy.types.ClothModifier, names: Sequence[str]) -> dict[str, Any]:
     """The ``ClothSettings`` values of ``names`` as plain Python numbers (JSON-ready)."""
-    return {name: _plain(getattr(mod.settings, name)) for name in names}
+    return {name: plain(getattr(mod.settings, name)) for name in names}
 
 
 def set_modifier_values(mod: bpy.types.ClothModifier, values: dict[str, Any]) -> None:
     """Write ``values`` into the ``ClothSettings``, each as the type of its field."""
     for name, value in values.items():
-        # JSON and presets may give 5.0 for an int field such as quality
-        current = getattr(mod.settings, name)
-        if isinstance(current, int) and not isinstance(current, bool):
-            value = int(round(float(value)))
-        elif isinstance(current, float):
-            value = float(value)
-        setattr(mod.settings, name, value)
+        setattr(mod.settings, name, as_type_of(getattr(mod.settings, name), value))
 
 
 def draw_parameters(layout: bpy.types.UILayout, settings: Any) -> None:
     """The "Parameters" box: a check box per cloth parameter, then the tie options."""
-    box = layout.box()
-    box.label(text="Parameters")
-    grid = box.grid_flow(columns=2, even_columns=True, align=True)
-    for parameter in get_model(NAME).parameters:
-        grid.prop(settings, f"fit_{parameter.name}")
+    box = parameter_box(layout, settings, NAME)
     row = box.row()
     for tie in TIES:
         row.prop(settings, tie.key)
@@ -196,10 +185,6 @@ def _require_cloth(ob: bpy.types.Object) -> bpy.types.ClothModifier:
     if mod is None:
         raise ValueError(f"{ob.name} has no cloth modifier")
     return mod
-
-
-def _plain(value: Any) -> Any:
-    return value if isinstance(value, str | int | float | bool) else float(value)
 
 
 class BlenderClothScene:

@@ -19,7 +19,6 @@ import bpy
 import numpy as np
 
 from ...warp_core.mesh import ClothMesh
-from ...warp_core.models import get_model
 from ...warp_core.models.soft_body.params import SETTINGS_FIELDS, Collider, SoftBodyParams
 from ..scene.mesh_read import (
     input_is_object_data,
@@ -30,6 +29,7 @@ from ..scene.mesh_read import (
     triangles,
     vertex_group_weights,
 )
+from .base import as_type_of, parameter_box, plain
 from .blender_cloth_fields import acting_fields
 
 NAME = "soft_body"
@@ -234,35 +234,30 @@ def _scene(scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.SoftBody
 
 def current_values(mod: bpy.types.SoftBodyModifier, names: Sequence[str]) -> dict[str, Any]:
     s = model_settings(mod.id_data)
-    return {n: _plain(getattr(s, n)) for n in names if hasattr(s, n)}
+    return {n: plain(getattr(s, n)) for n in names if hasattr(s, n)}
 
 
 def write_values(mod: bpy.types.SoftBodyModifier, values: dict[str, Any]) -> None:
     s = model_settings(mod.id_data)
     for name, value in values.items():
-        if name not in SETTINGS_FIELDS:
-            continue
-        current = getattr(s, name)
-        if isinstance(current, bool):
-            value = bool(value)
-        elif isinstance(current, int):
-            value = int(round(float(value)))
-        else:
-            value = float(value)
-        setattr(s, name, value)
+        if name in SETTINGS_FIELDS:
+            setattr(s, name, as_type_of(getattr(s, name), value))
 
 
-def _plain(value: Any) -> Any:
-    return value if isinstance(value, str | int | float | bool) else float(value)
+def sample_goals(
+    ob: bpy.types.Object,
+    depsgraph: bpy.types.Depsgraph,
+    scene: bpy.types.Scene,
+    frames: Sequence[float],
+    on_frame: Callable[[int, float], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The input mesh at ``frames`` (the pins' goals) and the object's world matrices."""
+    return sample_modifier_input(ob, _require(ob), depsgraph, scene, frames, on_frame)
 
 
 def draw_parameters(layout: bpy.types.UILayout, settings: Any) -> None:
     """Check boxes for what to fit, then the model's values and solver settings."""
-    box = layout.box()
-    box.label(text="Parameters")
-    grid = box.grid_flow(columns=2, even_columns=True, align=True)
-    for parameter in get_model(NAME).parameters:
-        grid.prop(settings, f"fit_{parameter.name}")
+    box = parameter_box(layout, settings, NAME)
     ob = settings.id_data
     values = getattr(ob, "fit_to_target_soft_body", None)
     if values is None:
@@ -282,7 +277,7 @@ def draw_parameters(layout: bpy.types.UILayout, settings: Any) -> None:
 
 
 class SoftBodyScene:
-    """The :class:`~.base.SceneModel` of ``soft_body``."""
+    """The :class:`~.base.SceneModel` of ``soft_body``: this module's functions."""
 
     name = NAME
     modifier_label = "Soft Body"
@@ -291,47 +286,20 @@ class SoftBodyScene:
     ties = ()
     precision = "float32"  # Newton's VBD runs in float32
 
-    def find_modifier(self, ob: bpy.types.Object) -> bpy.types.SoftBodyModifier | None:
-        return find_soft_body_modifier(ob)
+    find_modifier = staticmethod(find_soft_body_modifier)
+    cache_frame_range = staticmethod(cache_frame_range)
+    read_settings = staticmethod(read_params)
+    read_geometry = staticmethod(read_geometry)
+    check_geometry = staticmethod(check_geometry)
+    sample_goals = staticmethod(sample_goals)
+    unmodeled_settings = staticmethod(unmodeled_settings)
+    current_values = staticmethod(current_values)
+    write_values = staticmethod(write_values)
+    draw_parameters = staticmethod(draw_parameters)
 
-    def cache_frame_range(self, mod: bpy.types.SoftBodyModifier) -> tuple[int, int]:
-        return cache_frame_range(mod)
-
-    def read_settings(self, mod: bpy.types.SoftBodyModifier, scene: bpy.types.Scene) -> SoftBodyParams:
-        return read_params(mod, scene)
-
-    def read_geometry(self, ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> ClothMesh:
-        return read_geometry(ob, depsgraph)
-
-    def check_geometry(self, mesh: ClothMesh) -> None:
-        check_geometry(mesh)
-
-    def sample_goals(
-        self,
-        ob: bpy.types.Object,
-        depsgraph: bpy.types.Depsgraph,
-        scene: bpy.types.Scene,
-        frames: Sequence[float],
-        on_frame: Callable[[int, float], None] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return sample_modifier_input(ob, _require(ob), depsgraph, scene, frames, on_frame)
-
-    def unmodeled_settings(
-        self, scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.SoftBodyModifier
-    ) -> list[str]:
-        return unmodeled_settings(scene, ob, mod)
-
-    def cautions(self, mod: bpy.types.SoftBodyModifier) -> list[str]:
+    @staticmethod
+    def cautions(mod: bpy.types.SoftBodyModifier) -> list[str]:
         return []
-
-    def current_values(self, mod: bpy.types.SoftBodyModifier, names: Sequence[str]) -> dict[str, Any]:
-        return current_values(mod, names)
-
-    def write_values(self, mod: bpy.types.SoftBodyModifier, values: dict[str, Any]) -> None:
-        write_values(mod, values)
-
-    def draw_parameters(self, layout: bpy.types.UILayout, settings: Any) -> None:
-        draw_parameters(layout, settings)
 
 
 SCENE_MODEL = SoftBodyScene()

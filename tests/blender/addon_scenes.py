@@ -24,7 +24,6 @@ import bpy
 import numpy as np
 from blender_ref import (
     _PACKAGE,
-    ClothMesh,
     cloth_scene,
     grid_mesh,
     make_cloth_object,
@@ -52,6 +51,8 @@ object_operators = addon_module("ui.object_operators")
 job_module = addon_module("job")
 cli = addon_module("cli.command")
 pc2 = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.pc2")
+get_model = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models").get_model
+object_model = addon_module("models.registry").object_model
 simulation = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.simulator")
 params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
 PARAMETER_NAMES = params_module.PARAMETER_NAMES
@@ -196,21 +197,23 @@ def replay_rmse(ob: bpy.types.Object, targets: dict[int, np.ndarray]) -> dict[in
     }
 
 
-def fitted_trajectory(ob: bpy.types.Object, frame_end: int) -> np.ndarray:
-    """Our model with the modifier's current settings, world space, every frame from the cache start:
-    computed here from a fresh export, independently of the bake code."""
+def model_trajectory(ob: bpy.types.Object, frame_end: int, values: dict | None = None) -> np.ndarray:
+    """The object's model (its scene side's choice) with its current settings, ``values`` laid
+    over them, world space, every frame from the cache start: computed here from a fresh
+    export, independently of the fit and the bake code."""
     scene = bpy.context.scene
-    mod = cloth_scene.find_cloth_modifier(ob)
-    start = mod.point_cache.frame_start
+    model = object_model(ob)
+    mod = model.find_modifier(ob)
+    start = model.cache_frame_range(mod)[0]
     depsgraph = bpy.context.evaluated_depsgraph_get()
     frame = scene.frame_current
     scene.frame_set(start)
-    mesh: ClothMesh = cloth_scene.export_cloth_mesh(ob, depsgraph)
+    mesh = model.read_geometry(ob, depsgraph)
     scene.frame_set(frame)
-    goals = cloth_scene.sample_pin_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
-    params = cloth_scene.export_cloth_params(mod, scene)
-    sim = simulation.ClothSimulator(mesh, params, device="cpu", precision="float64", start_frame=start)
-    return sim.simulate(frame_end, None, goals)
+    goals, _ = model.sample_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
+    params = model.read_settings(mod, scene).replace(**(values or {}))
+    sim = get_model(model.name).build(mesh, params, "cpu", model.precision, start_frame=start)
+    return sim.rollout(frame_end, None, goals).numpy()
 
 
 def playback(ob: bpy.types.Object, frames: list[int]) -> np.ndarray:
@@ -260,7 +263,7 @@ def demo_operator_fit() -> dict[str, Any]:
     frames = list(range(cloth_scene.find_cloth_modifier(ob).point_cache.frame_start, scene.frame_end + 1))
     out["frames"] = frames
     out["playback"] = playback(ob, frames)
-    out["trajectory"] = fitted_trajectory(ob, frames[-1])
+    out["trajectory"] = model_trajectory(ob, frames[-1])
     out["pc2"] = pc2.read_pc2(folder / "fit_cache" / bake.bake_filename("Cloth"))
 
     out["revert_result"] = bpy.ops.object.fit_to_target_revert()

@@ -4,15 +4,12 @@ Soft Body solver."""
 
 from __future__ import annotations
 
-import importlib
-
 import bpy
 import numpy as np
 from addon_scenes import add_target_meshes, addon_module
-from blender_ref import _PACKAGE, world_positions
+from blender_ref import world_positions
 
 soft_scene = addon_module("models.soft_body")
-get_model = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models").get_model
 
 FRAME_END = 30
 
@@ -57,24 +54,6 @@ def collider_box(
     ob.name = name
     ob.modifiers.new("Collision", "COLLISION")
     return ob
-
-
-def model_trajectory(ob: bpy.types.Object, frame_end: int, values: dict | None = None) -> np.ndarray:
-    """The soft-body model with the object's current settings (``values`` laid over them),
-    world space, every frame from the cache start: exported here independently of the fit."""
-    scene = bpy.context.scene
-    mod = soft_scene.find_soft_body_modifier(ob)
-    start = mod.point_cache.frame_start
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    frame = scene.frame_current
-    scene.frame_set(start)
-    mesh = soft_scene.read_geometry(ob, depsgraph)
-    scene.frame_set(frame)
-    model = soft_scene.SCENE_MODEL
-    goals, _ = model.sample_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
-    params = soft_scene.read_params(mod, scene).replace(**(values or {}))
-    sim = get_model("soft_body").build(mesh, params, "cpu", "float32", start_frame=start)
-    return sim.rollout(frame_end, None, goals).numpy()
 
 
 def add_targets(ob: bpy.types.Object, trajectory: np.ndarray, frames: list[int]) -> list[bpy.types.Object]:

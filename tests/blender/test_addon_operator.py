@@ -16,8 +16,8 @@ from addon_scenes import (
     bake,
     clamped_cloth,
     demo_operator_fit,
-    fitted_trajectory,
     make_demo_module,
+    model_trajectory,
     modifier_stack,
     modifier_values,
     pc2,
@@ -65,7 +65,7 @@ def test_demo_blender_replay_matches_targets(demo: dict) -> None:
     assert max(rmse.values()) <= 1 * MM, rmse
 
 
-def test_demo_bake_playback_equals_fitted_trajectory(demo: dict) -> None:
+def test_demo_bake_playback_equals_model_trajectory(demo: dict) -> None:
     assert demo["bake_result"] == {"FINISHED"}
     frames = demo["frames"]
     assert frames == list(range(1, make_demo_module().FRAME_END + 1))  # cache start .. scene end
@@ -127,7 +127,7 @@ def test_apply_after_revert_and_error_colors() -> None:
     assert record["iterations"] <= 2
     state = json.loads(ob.fit_to_target.bake_json)
     # independent per-vertex error: our trajectory at frame 16 against the target
-    traj = fitted_trajectory(ob, 16)
+    traj = model_trajectory(ob, 16)
     error = np.linalg.norm(traj[-1] - target_positions(ob)[16], axis=1)
     assert state["max_error_m"] == pytest.approx(error.max(), rel=1e-5)
     np.testing.assert_allclose(colors[:, 0], error / error.max(), atol=1e-5)
@@ -181,7 +181,7 @@ def test_pins_on_animated_parent_fit_and_bake() -> None:
     assert bpy.ops.object.fit_to_target_bake() == {"FINISHED"}
     frames = list(range(1, 25))
     shown = playback(ob, frames)
-    expected = fitted_trajectory(ob, 24)
+    expected = model_trajectory(ob, 24)
     err = np.abs(shown - expected).max()
     assert err <= 1e-5, err
     # object space really differs from world space here (the conversion is exercised)

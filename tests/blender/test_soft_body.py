@@ -11,13 +11,12 @@ import shutil
 import bpy
 import numpy as np
 import pytest
-from addon_scenes import bake, modifier_stack, pc2, playback
+from addon_scenes import bake, model_trajectory, modifier_stack, pc2, playback
 from blender_ref import _PACKAGE
 from soft_body_scenes import (
     add_targets,
     blender_soft_body,
     collider_box,
-    model_trajectory,
     select_only,
     soft_object,
     soft_scene,
