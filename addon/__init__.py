@@ -17,13 +17,22 @@ import bpy
 
 from .cli import command
 from .models import soft_body_props
-from .ui import fit_operators, object_operators, panel, preset_menus, preset_operators, properties
+from .ui import (
+    fit_operators,
+    object_operators,
+    panel,
+    preset_menus,
+    preset_operators,
+    properties,
+    tracks_ui,
+)
 
 _MODULES = (
     properties,
     soft_body_props,
     fit_operators,
     object_operators,
+    tracks_ui,
     panel,
     preset_operators,
     preset_menus,

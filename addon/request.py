@@ -34,6 +34,29 @@ class TargetSpec:
 
 
 @dataclass
+class BindingSpec:
+    """Where a track sits on the cloth: a triangle's vertices and barycentric coordinates
+    (``how``: BUNDLE, RAY or VERTEX, for the binding list)."""
+
+    track: str
+    how: str
+    vertices: tuple[int, int, int]
+    barycentric: tuple[float, float, float]
+    weight: float = 1.0
+
+
+@dataclass
+class FootageSpec:
+    """Footage targets: the markers of a Movie Clip's tracking object seen by a camera."""
+
+    clip: str
+    tracking_object: str = ""  # "": the clip's camera tracks
+    camera: str = ""  # "": the scene camera
+    huber_px: float = 2.0
+    bindings: list[BindingSpec] = field(default_factory=list)  # empty: bound automatically
+
+
+@dataclass
 class FitRequest:
     """Everything that decides one object's fit, from the panel settings or batch arguments."""
 
@@ -49,6 +72,8 @@ class FitRequest:
     device: str = "AUTO"  # "AUTO", "cpu", "cuda" or "cuda:N"
     start_values: dict[str, Any] = field(default_factory=dict)
     allow_unmodeled: bool = False  # fit despite settings the model does not simulate
+    footage: FootageSpec | None = None  # footage targets instead of ``targets``
+    tolerance_px: float | None = None  # reprojection RMSE that counts as matched; None: 1 px
 
 
 @dataclass
@@ -78,6 +103,7 @@ def following(request: FitRequest, lead: FitRequest) -> FitRequest:
         max_iterations=lead.max_iterations,
         time_budget_s=lead.time_budget_s,
         tolerance_m=lead.tolerance_m,
+        tolerance_px=lead.tolerance_px,
         device=lead.device,
     )
 
@@ -103,12 +129,13 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         )
         for t in s.targets
     ]
+    footage = footage_from_settings(s)
     request = FitRequest(
         object_name=ob.name,
         model=MODEL_NAMES[s.model],
         fit=fit,
         ties=ties,
-        targets=targets,
+        targets=[] if footage is not None else targets,
         loss=s.loss.lower(),
         max_iterations=int(s.max_iterations),
         time_budget_s=float(s.time_budget) if s.time_budget > 0 else None,
@@ -116,11 +143,33 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         device=s.device,
         start_values=parse_start_values(s.start_values_json, ob.name, model.settings_fields),
         allow_unmodeled=bool(s.allow_unmodeled),
+        footage=footage,
+        tolerance_px=float(s.tolerance_px) if s.tolerance_px > 0 else None,
     )
     for key, value in overrides.items():
         if value is not None:
             setattr(request, key, value)
     return request
+
+
+def footage_from_settings(s: Any) -> FootageSpec | None:
+    """The footage targets of ``Object.fit_to_target`` when its target source is Tracks."""
+    if s.target_source != "TRACKS":
+        return None
+    bindings = [
+        BindingSpec(b.track, b.how, tuple(b.triangle), tuple(b.barycentric), float(b.weight))
+        for b in s.bindings
+        if b.use and b.how != "NONE"
+    ]
+    if s.bindings and not bindings:
+        raise FitInputError("every track binding is switched off or unbound: tick at least one bound track")
+    return FootageSpec(
+        clip=s.clip.name if s.clip is not None else "",
+        tracking_object=s.tracking_object,
+        camera=s.camera.name if s.camera is not None else "",
+        huber_px=float(s.huber_px),
+        bindings=bindings,
+    )
 
 
 def parse_start_values(text: str, object_name: str, fields: Collection[str]) -> dict[str, Any]:

@@ -47,7 +47,14 @@ def check_request(
     unknown = [p for p in list(request.fit) + list(request.ties) if p not in known]
     if unknown:
         raise FitInputError(f"unknown parameter(s) {', '.join(unknown)}; choose from {', '.join(known)}")
-    if not request.targets:
+    if request.footage is not None:
+        if request.targets:
+            raise FitInputError(f"'{name}': footage targets and mesh targets cannot be mixed: choose one")
+        if not request.footage.clip:
+            raise FitInputError(f"'{name}' has no Movie Clip for its Tracks target: choose one")
+        if bpy.data.movieclips.get(request.footage.clip) is None:
+            raise FitInputError(f"there is no Movie Clip '{request.footage.clip}'")
+    elif not request.targets:
         raise FitInputError(f"'{name}' has no targets: select a target mesh and press Add Current Frame")
     start, end = model.cache_frame_range(mod)
     seen: set[int] = set()

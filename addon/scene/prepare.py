@@ -16,6 +16,7 @@ from ..models.registry import scene_model
 from ..request import FitRequest, PreparedFit, TargetSpec
 from ..warp_setup import resolve_device
 from .checks import check_request, check_rest_shape, unmodeled_warnings
+from .footage import check_sees_cloth, read_camera, read_footage
 from .mesh_read import object_matrix, triangles, world_positions
 
 
@@ -31,8 +32,8 @@ def prepare_fit(
     model = scene_model(request.model)
     device = resolve_device(request.device)
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
-    last = max(t.frame for t in request.targets)
-    frames = list(range(start, last + 1))
+    last = max((t.frame for t in request.targets), default=start)
+    footage, wanted = None, set()
     by_frame: dict[int, list[tuple[int, TargetSpec]]] = {}
     for k, t in enumerate(request.targets):
         by_frame.setdefault(t.frame, []).append((k, t))
@@ -42,6 +43,8 @@ def prepare_fit(
     def read_targets(_k: int, frame: float) -> None:
         for k, t in by_frame.get(int(frame), ()):
             read[k] = _read_target(ob, t, depsgraph, surface)
+        if int(frame) in wanted:
+            read_camera(scene, footage, int(frame))
 
     saved = scene.frame_current, scene.frame_subframe
     try:
@@ -56,15 +59,27 @@ def prepare_fit(
             model.check_geometry(mesh)
         except ValueError as e:
             raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
+        if request.footage is not None:
+            footage, marker_frames = read_footage(
+                scene, ob, request.footage, mesh.vertices, mesh.polygons(), (start, end)
+            )
+            wanted, last = set(marker_frames), max(marker_frames)
+        frames = list(range(start, last + 1))
         try:
             goals, _ = model.sample_goals(ob, depsgraph, scene, frames, on_frame=read_targets)
         except ValueError as e:
             raise FitInputError(one_line(e)) from e
+        if footage is not None:
+            check_sees_cloth(footage, mesh.vertices, ob.name, start)
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
 
-    loss = resolve_loss(request.loss, [read[k][0] for k in range(len(request.targets))], mesh.vertex_count)
-    targets = _targets(request, read, mesh.vertex_count, loss == "surface")
+    if footage is not None:
+        loss, targets = "tracks", []
+    else:
+        read_positions = [read[k][0] for k in range(len(request.targets))]
+        loss = resolve_loss(request.loss, read_positions, mesh.vertex_count)
+        targets = _targets(request, read, mesh.vertex_count, loss == "surface")
     params = model.read_settings(mod, scene)
     modifier_values = {name: getattr(params, name) for name in model.settings_fields}
     try:
@@ -82,6 +97,7 @@ def prepare_fit(
         goals=goals,
         loss=loss,
         model=model.name,
+        tracks=footage,
     )
     try:
         problem.validate()
@@ -92,6 +108,7 @@ def prepare_fit(
         max_iterations=int(request.max_iterations),
         time_budget_s=request.time_budget_s,
         tolerance_m=request.tolerance_m,
+        tolerance_px=request.tolerance_px,
         precision=model.precision,
     )
     warnings = unmodeled_warnings(scene, ob, mod, request)

@@ -32,7 +32,7 @@ def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
         "ties": dict(r.ties),
         "loss": prepared.problem.loss_kind,
         "targets": [t.describe() for t in r.targets],
-        "target_frames": sorted(t.frame for t in r.targets),
+        "target_frames": prepared.problem.target_frames,
         "start_frame": prepared.problem.start_frame,
         "start_values": dict(r.start_values),
         "blend_file": bpy.data.filepath,
@@ -40,6 +40,19 @@ def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
         "device": result.device,
         "addon_version": addon_version(),
     }
+    tracks = prepared.problem.tracks
+    if tracks is not None:
+        record["targets"] = [
+            f"{len(tracks.bindings)} tracks of Movie Clip '{tracks.clip}' ({len(tracks.marker_frame)} "
+            f"markers) seen by camera '{tracks.camera}'"
+        ]
+        record["footage"] = {
+            "clip": tracks.clip,
+            "camera": tracks.camera,
+            "tracks": len(tracks.bindings),
+            "markers": len(tracks.marker_frame),
+            "robust_above_px": tracks.huber_px,
+        }
     describe = getattr(get_model(r.model), "geometry_summary", None)
     if describe is not None:  # what the mesh became for the model (a soft body's lattice)
         record["geometry"] = describe(prepared.problem.mesh, prepared.problem.params)

@@ -15,6 +15,7 @@ from ..models.registry import object_model, parameter_names
 from ..request import PreparedFit
 from .bake import is_baked, unbake_object
 from .checks import check_object
+from .footage import store_bindings
 from .records import result_record
 
 
@@ -34,6 +35,8 @@ def write_back(
     if is_baked(ob):
         unbake_object(ob)
     ob.fit_to_target.result_json = json.dumps(record)
+    if prepared.request.footage is not None:
+        store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors)
     # Revert goes back to what the modifier holds now, even if an earlier fit was applied
     ob.fit_to_target.applied = False
     apply_result(ob)

@@ -8,7 +8,7 @@ import bpy
 from bpy.props import BoolProperty
 
 from ...warp_core.fit import fit_shared
-from ...warp_core.fit.report import format_mm, format_value
+from ...warp_core.fit.report import format_value, record_misfit
 from ..errors import FitInputError
 from ..job import FitJob, FitTask
 from ..request import PreparedFit, following, request_from_object
@@ -44,7 +44,7 @@ def _summary(record: dict) -> str:
         for name, value in (record.get("params") or {}).items()
         if name not in (record.get("ties") or {})
     ]
-    before, after = format_mm(record.get("initial_rmse_m")), format_mm(record.get("rmse_m"))
+    before, after = record_misfit(record, "initial_rmse"), record_misfit(record, "rmse")
     rmse = f"RMSE {before} -> {after}"
     return f"Fitted {record.get('name')}: " + ", ".join(parts) + f"; {rmse}"
 

@@ -7,7 +7,7 @@ import textwrap
 
 import bpy
 
-from ...warp_core.fit.report import format_mm, format_value
+from ...warp_core.fit.report import format_value, record_misfit
 from ...warp_core.models import get_model
 from ..models.registry import DEFAULT_MODEL, object_model
 from ..request import fitted_parameters
@@ -15,6 +15,7 @@ from ..scene.checks import why_not_fittable
 from ..scene.records import shared_summary
 from ..session import FitSession, active_session
 from .fit_operators import fit_objects
+from .tracks_ui import draw_tracks, draw_worst_tracks
 
 
 class FIT_UL_targets(bpy.types.UIList):
@@ -49,7 +50,7 @@ def _draw_outcome(box: bpy.types.UILayout, record: dict) -> None:
     if outcome is None:
         return  # a record from before outcomes were kept
     if outcome == "converged":
-        box.label(text=f"Targets matched (within {format_mm(record.get('tolerance_m'))})", icon="CHECKMARK")
+        box.label(text=f"Targets matched (within {record_misfit(record, 'tolerance')})", icon="CHECKMARK")
         return
     col = box.column()
     col.alert = True
@@ -78,7 +79,7 @@ def run_rows(record: dict) -> list[tuple[str, str, str]]:
         if other is None or other.get("run_objects") != record.get("run_objects"):
             rows.append((name, "changed since", ""))
             continue
-        rows.append((name, str(other.get("outcome") or other.get("status")), format_mm(other.get("rmse_m"))))
+        rows.append((name, str(other.get("outcome") or other.get("status")), record_misfit(other, "rmse")))
     return rows
 
 
@@ -115,20 +116,26 @@ class FIT_PT_main(bpy.types.Panel):
         layout.prop(s, "model")
         model.draw_parameters(layout, s)
 
-        box = layout.box()
-        box.label(text="Targets")
-        row = box.row()
-        row.template_list("FIT_UL_targets", "", s, "targets", s, "active_target_index", rows=3)
-        col = row.column(align=True)
-        col.operator("object.fit_to_target_add_target", text="", icon="ADD")
-        col.operator("object.fit_to_target_remove_target", text="", icon="REMOVE")
-        box.operator("object.fit_to_target_add_target", icon="KEYFRAME")
+        layout.prop(s, "target_source", expand=True)
+        tracks = s.target_source == "TRACKS"
+        if tracks:
+            draw_tracks(layout, s)
+        else:
+            box = layout.box()
+            box.label(text="Targets")
+            row = box.row()
+            row.template_list("FIT_UL_targets", "", s, "targets", s, "active_target_index", rows=3)
+            col = row.column(align=True)
+            col.operator("object.fit_to_target_add_target", text="", icon="ADD")
+            col.operator("object.fit_to_target_remove_target", text="", icon="REMOVE")
+            box.operator("object.fit_to_target_add_target", icon="KEYFRAME")
 
         col = layout.column()
-        col.prop(s, "loss")
+        if not tracks:
+            col.prop(s, "loss")
         col.prop(s, "max_iterations")
         col.prop(s, "time_budget")
-        col.prop(s, "tolerance")
+        col.prop(s, "tolerance_px" if tracks else "tolerance")
         col.prop(s, "device")
         col.prop(s, "allow_unmodeled")
         if s.start_values_json:
@@ -197,10 +204,11 @@ class FIT_PT_main(bpy.types.Panel):
             grid.label(text=format_value(initial.get(name)))
             grid.label(text=format_value(value))
         box.label(
-            text=f"RMSE {format_mm(record.get('initial_rmse_m'))} -> {format_mm(record.get('rmse_m'))}",
+            text=f"RMSE {record_misfit(record, 'initial_rmse')} -> {record_misfit(record, 'rmse')}",
             icon="SORT_ASC",
         )
         _draw_outcome(box, record)
+        draw_worst_tracks(box, record)
         geometry = record.get("geometry")
         if geometry:
             box.label(

@@ -10,7 +10,9 @@ from bpy.props import (
     CollectionProperty,
     EnumProperty,
     FloatProperty,
+    FloatVectorProperty,
     IntProperty,
+    IntVectorProperty,
     PointerProperty,
     StringProperty,
 )
@@ -45,6 +47,56 @@ class FIT_PG_target(bpy.types.PropertyGroup):
     frame: IntProperty(
         name="Frame", description="Frame at which the cloth should match the target", default=1
     )
+
+
+TARGET_SOURCE_ITEMS = [
+    ("MESHES", "Meshes", "Target meshes or shape keys at chosen frames"),
+    ("TRACKS", "Tracks", "Motion-tracking markers of a Movie Clip, seen through the scene camera"),
+]
+
+BINDING_ITEMS = [
+    ("BUNDLE", "Bundle", "The cloth point nearest the track's solved 3D bundle"),
+    ("RAY", "Ray", "Where the ray through the track's marker at the start frame meets the cloth"),
+    ("VERTEX", "Vertex", "A vertex picked by hand"),
+    ("NONE", "Unbound", "Not on the cloth: pick a vertex to bind it"),
+]
+
+
+def _camera_only(_self: bpy.types.PropertyGroup, ob: bpy.types.Object) -> bool:
+    return ob.type == "CAMERA"
+
+
+def _bind_to_vertex(self: "FIT_PG_track_binding", _context: bpy.types.Context) -> None:
+    if self.vertex >= 0:
+        self.how = "VERTEX"
+        self.triangle = (self.vertex,) * 3
+        self.barycentric = (1.0, 0.0, 0.0)
+
+
+class FIT_PG_track_binding(bpy.types.PropertyGroup):
+    """Where one track sits on the cloth (filled by Bind Tracks; a vertex can be picked)."""
+
+    track: StringProperty(name="Track")
+    use: BoolProperty(name="Use", description="Fit to this track's markers", default=True)
+    weight: FloatProperty(
+        name="Weight",
+        description="Weight of this track's markers in the fit (the track's own Weight is the camera "
+        "solver's; tracks on a moving cloth have 0 there)",
+        default=1.0,
+        min=0.0,
+        soft_max=10.0,
+    )
+    how: EnumProperty(name="Bound By", items=BINDING_ITEMS, default="NONE")
+    vertex: IntProperty(
+        name="Vertex",
+        description="Bind the track to this vertex of the cloth (-1: as found by Bind Tracks)",
+        default=-1,
+        min=-1,
+        update=_bind_to_vertex,
+    )
+    triangle: IntVectorProperty(name="Triangle", size=3, default=(0, 0, 0))
+    barycentric: FloatVectorProperty(name="Barycentric", size=3, default=(1.0, 0.0, 0.0))
+    error_px: FloatProperty(name="Error", description="RMS pixel error after the last fit", default=-1.0)
 
 
 # Device choices are found once per session: listing CUDA devices initializes Warp.
@@ -82,6 +134,38 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     model: EnumProperty(name="Model", items=MODEL_ITEMS, default="BLENDER_CLOTH")
     targets: CollectionProperty(type=FIT_PG_target)
     active_target_index: IntProperty(default=0)
+    target_source: EnumProperty(name="Targets", items=TARGET_SOURCE_ITEMS, default="MESHES")
+    clip: PointerProperty(name="Clip", type=bpy.types.MovieClip, description="The tracked footage")
+    tracking_object: StringProperty(
+        name="Tracking Object",
+        description="Tracking object of the clip whose tracks are fitted (empty: the camera's tracks)",
+        default="",
+    )
+    camera: PointerProperty(
+        name="Camera",
+        type=bpy.types.Object,
+        poll=_camera_only,
+        description="The camera that filmed the clip, following its solve or animated (empty: the scene "
+        "camera); the lens is the clip's",
+    )
+    huber_px: FloatProperty(
+        name="Robust Above",
+        description="Markers off by more than this many pixels pull linearly, not quadratically (Huber), "
+        "so a few mistracked markers cannot drag the fit",
+        default=2.0,
+        min=0.01,
+        soft_max=50.0,
+        subtype="PIXEL",
+    )
+    tolerance_px: FloatProperty(
+        name="Tolerance (px)",
+        description="Reprojection RMSE that counts as matching the tracks (0: 1 pixel)",
+        default=0.0,
+        min=0.0,
+        subtype="PIXEL",
+    )
+    bindings: CollectionProperty(type=FIT_PG_track_binding)
+    active_binding_index: IntProperty(default=0)
     loss: EnumProperty(name="Loss", items=LOSS_ITEMS, default="VERTEX")
     max_iterations: IntProperty(name="Max Iterations", default=30, min=1, soft_max=200)
     time_budget: FloatProperty(
@@ -152,7 +236,7 @@ def _add_model_options(annotations: dict) -> None:
 _add_model_options(FIT_PG_settings.__annotations__)
 
 
-classes = (FIT_PG_target, FIT_PG_settings)
+classes = (FIT_PG_target, FIT_PG_track_binding, FIT_PG_settings)
 
 
 def register() -> None:

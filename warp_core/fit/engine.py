@@ -112,16 +112,25 @@ def run_objective(
             f"the {problem.model} model has no tape gradient, which Adam needs: fit at most "
             f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
         )
-    if settings.tolerance_m is not None and not settings.tolerance_m > 0.0:
+    unit = getattr(objective, "unit", "m")
+    if optimizer == "adam" and unit == "px":
         raise FitError(
-            f"tolerance_m must be > 0 metres (or None for the automatic rule), got {settings.tolerance_m}"
+            "footage targets have no tape gradient, which Adam needs: fit at most "
+            f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
+        )
+    tolerance = settings.tolerance_px if unit == "px" else settings.tolerance_m
+    if tolerance is not None and not tolerance > 0.0:
+        raise FitError(
+            f"the tolerance must be > 0 {'pixels' if unit == 'px' else 'metres'} (or None for the "
+            f"automatic rule), got {tolerance}"
         )
     scales = fit_scales(
         objective.motion(),
         objective.coordinate_scale(),
         settings.precision,
-        settings.tolerance_m,
+        tolerance,
         settings.rmse_tolerance_m,
+        unit,
     )
     points = objective.matched_points()
     opt_settings = OptimizeSettings(
@@ -183,5 +192,5 @@ def problem_metadata(problem: FitProblem) -> dict[str, Any]:
         "bounds": {k: list(v) for k, v in problem.bounds.items()},
         "start_frame": problem.start_frame,
         "loss": problem.loss,
-        "target_frames": [t.frame for t in problem.targets],
+        "target_frames": problem.target_frames,
     }

@@ -22,6 +22,8 @@ def identifiability(
     threshold: float = 1e-4,
     collinear_cos: float = 0.999,
     tolerance_norm: float | None = None,
+    noise: tuple[float, float] | None = None,
+    unit: str = "m",
 ) -> list[dict[str, Any]]:
     """How much the target constrains each free parameter, to first order.
 
@@ -41,6 +43,13 @@ def identifiability(
     about: on Blender-made cloth scenes the tolerance (up to 1 mm) leaves most dampings
     unbounded and stiffnesses 10-60 % either side, though a fit usually lands far closer.
 
+    With ``noise = (residual_norm, spread_limit)`` (targets with measurement noise, such as
+    tracked markers: the residual left at the optimum is that noise), each parameter also
+    gets ``confidence_range``: the factors (low, high) of its 95 % confidence interval,
+    ``2 sigma`` with the covariance ``s^2 (J^T J)^-1`` in log space and ``s^2`` the residual
+    variance per entry; a parameter whose interval reaches past ``1 +- spread_limit`` is not
+    determined (the targets' noise leaves it that uncertain) and says so.
+
     Returns one dict per parameter: ``name``, ``value``, ``rms_change``, ``max_change``,
     ``determined`` (bool), ``collinear_with`` (list of names), ``warnings`` (list of str),
     and ``matched_range`` with ``tolerance_norm``.
@@ -51,7 +60,7 @@ def identifiability(
     scale = np.broadcast_to(np.asarray(residual_scale, dtype=np.float64), (jac.shape[0],))
     change = jac * scale[:, None] * math.log(2.0)
     n_rows = max(jac.shape[0], 1)
-    unit = _format_length(threshold)
+    unit = f"{threshold:g} px" if unit == "px" else _format_length(threshold)
     entries: list[dict[str, Any]] = []
     for k, name in enumerate(names):
         col = change[:, k]
@@ -89,21 +98,46 @@ def identifiability(
                 )
     if tolerance_norm is not None and len(names):
         _matched_ranges(jac, entries, tolerance_norm)
+    if noise is not None and len(names):
+        _confidence_ranges(jac, entries, *noise)
     return entries
 
 
-def _matched_ranges(jac: np.ndarray, entries: list[dict[str, Any]], tolerance_norm: float) -> None:
-    # (J^T J)^-1 through its eigenvectors: a direction the targets do not see (an eigenvalue
-    # of ~0) leaves every parameter it involves unbounded, where a pseudo-inverse would
-    # call them exact
+def _log_variances(jac: np.ndarray) -> np.ndarray:
+    """Diagonal of (J^T J)^-1 through its eigenvectors: a direction the targets do not see (an
+    eigenvalue of ~0) leaves every parameter it involves unbounded (inf), where a
+    pseudo-inverse would call them exact."""
     eigenvalues, vectors = np.linalg.eigh(jac.T @ jac)
     seen = eigenvalues > 1e-12 * max(float(eigenvalues.max(initial=0.0)), 1e-300)
-    for k, entry in enumerate(entries):
+    out = np.empty(jac.shape[1])
+    for k in range(jac.shape[1]):
         weights = vectors[k] ** 2
         if np.any(~seen & (weights > 1e-12)):
-            variance = math.inf
+            out[k] = math.inf
         else:
-            variance = float(np.sum(weights[seen] / eigenvalues[seen]))
+            out[k] = float(np.sum(weights[seen] / eigenvalues[seen]))
+    return out
+
+
+def _confidence_ranges(
+    jac: np.ndarray, entries: list[dict[str, Any]], residual_norm: float, spread_limit: float
+) -> None:
+    dof = max(jac.shape[0] - jac.shape[1], 1)
+    sigma = residual_norm / math.sqrt(dof)
+    for entry, variance in zip(entries, _log_variances(jac), strict=True):
+        half = min(2.0 * sigma * math.sqrt(variance), MATCHED_RANGE_CAP)
+        entry["confidence_range"] = [math.exp(-half), math.exp(half)]
+        if half > math.log1p(spread_limit) and entry["determined"]:
+            entry["determined"] = False
+            spread = "unbounded" if half >= MATCHED_RANGE_CAP else f"{100 * math.expm1(half):.3g} %"
+            entry["warnings"].append(
+                f"{entry['name']}: the noise of the targets leaves it uncertain by {spread} (95 % "
+                f"confidence, above {100 * spread_limit:g} %); the targets do not determine it"
+            )
+
+
+def _matched_ranges(jac: np.ndarray, entries: list[dict[str, Any]], tolerance_norm: float) -> None:
+    for entry, variance in zip(entries, _log_variances(jac), strict=True):
         half = float(tolerance_norm * math.sqrt(variance))
         if not math.isfinite(half) or half > MATCHED_RANGE_CAP:
             half = MATCHED_RANGE_CAP

@@ -25,6 +25,7 @@ import warp as wp
 from ..losses import SurfaceDistance, launch_vertex_distance_loss
 from ..mesh import ClothMesh
 from ..models import get_model
+from ..tracks.loss import Reprojection
 from .optimize import format_values
 from .problem import FitError, FitProblem, FitSettings
 from .spec import ParameterSpec
@@ -79,15 +80,19 @@ class FitObjective:
         except ValueError as e:
             raise FitError(str(e)) from e
         self.targets = sorted(problem.targets, key=lambda t: t.frame)
-        self.frames = [t.frame for t in self.targets]
+        self.frames = problem.target_frames
         self.kind = problem.loss_kind
+        # the unit of RMSE, tolerance and motion: pixels for footage targets
+        self.unit = "px" if self.kind == "tracks" else "m"
         n = problem.mesh.vertex_count
         self.n_forward = 0
         self.n_backward = 0
         self._cache: tuple[tuple, np.ndarray, Any] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
-        if self.kind == "vertex":
+        if self.kind == "tracks":
+            self.tracks = Reprojection(problem.tracks, self.frames, extent)
+        elif self.kind == "vertex":
             self.weights = [
                 np.ones(n) if t.weights is None else np.asarray(t.weights, float) for t in self.targets
             ]
@@ -146,6 +151,8 @@ class FitObjective:
         return self._residuals_at(x)
 
     def _residuals_at(self, x: np.ndarray) -> np.ndarray:
+        if self.kind == "tracks":
+            return self.tracks.residuals(x)
         if self.kind == "vertex":
             return self.sqrt_w * (x - self.target_stack).ravel()
         return np.concatenate([s.residuals(x[k]) for k, s in enumerate(self.surfaces)])
@@ -203,6 +210,8 @@ class FitObjective:
         xp = x if up == z else self.positions(self._moved(values, group, up), frozen=frozen)[0]
         xm = x if down == z else self.positions(self._moved(values, group, down), frozen=frozen)[0]
         dx = (xp - xm) / (up - down)
+        if self.kind == "tracks":
+            return self.tracks.residual_tangents(x, dx)
         if self.kind == "vertex":
             return self.sqrt_w * dx.ravel()
         return np.concatenate([s.residual_tangents(dx[k]) for k, s in enumerate(self.surfaces)])
@@ -217,6 +226,11 @@ class FitObjective:
 
     def gradient(self, values: dict[str, float]) -> tuple[float, dict[str, float]]:
         """Loss 0.5 |r|^2 and its exact gradient from the tape."""
+        if self.kind == "tracks":
+            raise FitError(
+                "footage targets have no tape gradient: fit them with Levenberg-Marquardt "
+                "(at most 8 free parameters)"
+            )
         self._check_bounds(values)
         self.sim.set_params(values)
         dtype = self.sim.dtype
@@ -248,8 +262,11 @@ class FitObjective:
 
     # ------------------------------------------------------------------ reporting
     def errors(self, values: dict[str, float]) -> dict[int, np.ndarray]:
-        """Per-vertex distance (metres) to the target at each target frame."""
+        """Per-vertex distance (metres) to the target at each target frame (for footage
+        targets: per-marker pixel error at each frame with markers)."""
         x, _ = self.positions(values)
+        if self.kind == "tracks":
+            return self.tracks.per_frame(x)
         if self.kind == "vertex":
             return {f: np.linalg.norm(x[k] - self.target_stack[k], axis=1) for k, f in enumerate(self.frames)}
         out = {}
@@ -259,8 +276,17 @@ class FitObjective:
             out[f] = np.linalg.norm(x[k] - s.cloth_closest_points.numpy(), axis=1)
         return out
 
+    def track_errors(self, values: dict[str, float]) -> dict[str, float]:
+        """Track name -> RMS pixel error, worst first (empty unless footage targets)."""
+        if self.kind != "tracks":
+            return {}
+        x, _ = self.positions(values)
+        return self.tracks.per_track(x)
+
     def rmse(self, values: dict[str, float]) -> float:
         x, _ = self.positions(values)
+        if self.kind == "tracks":
+            return self.tracks.rmse(x)
         if self.kind == "vertex":
             return float(np.sqrt(np.mean(np.sum((x - self.target_stack) ** 2, axis=-1))))
         return float(np.sqrt(np.mean([s.value(x[k]) for k, s in enumerate(self.surfaces)])))
@@ -269,6 +295,8 @@ class FitObjective:
         """RMS distance (metres) of the targets from the rest positions: the size of what
         the fit has to reproduce (for surface targets, the symmetric surface distance)."""
         rest = np.asarray(self.problem.mesh.vertices, dtype=np.float64)
+        if self.kind == "tracks":
+            return self.tracks.motion(rest)
         if self.kind == "vertex":
             return float(np.sqrt(np.mean(np.sum((self.target_stack - rest[None]) ** 2, axis=-1))))
         return float(np.sqrt(np.mean([s.value(rest) for s in self.surfaces])))
@@ -293,11 +321,20 @@ class FitObjective:
             return None
         if not np.isfinite(y).all():
             return math.inf
-        return float(np.sqrt(np.mean(np.sum((y - x) ** 2, axis=-1))))
+        return self.change(x, y)
+
+    def change(self, x0: np.ndarray, x1: np.ndarray) -> float:
+        """RMS difference of two rollouts in the fit's unit (metres; pixels as seen by the
+        camera for footage targets)."""
+        if self.kind == "tracks":
+            return self.tracks.change(x0, x1)
+        return float(np.sqrt(np.mean(np.sum((x1 - x0) ** 2, axis=-1))))
 
     def matched_points(self) -> int:
         """What the loss averages over: loss = 0.5 * matched_points * RMSE^2 (every target
         vertex for the vertex loss; every target frame, a mean each, for the surface loss)."""
+        if self.kind == "tracks":
+            return self.tracks.marker_count
         if self.kind == "vertex":
             return self.problem.mesh.vertex_count * len(self.targets)
         return len(self.targets)
@@ -308,11 +345,16 @@ class FitObjective:
 
     def coordinate_scale(self) -> float:
         """Largest coordinate magnitude of the rest mesh and the targets: what float rounding
-        of positions is relative to."""
+        of positions is relative to (for footage targets, the image size in pixels)."""
+        if self.kind == "tracks":
+            intr = self.problem.tracks.intrinsics
+            return float(max(intr.width, intr.height))
         arrays = [np.asarray(self.problem.mesh.vertices)] + [np.asarray(t.positions) for t in self.targets]
         return float(max(np.abs(a).max(initial=0.0) for a in arrays))
 
     def residual_scale(self) -> np.ndarray | float:
+        if self.kind == "tracks":
+            return self.tracks.residual_scale()
         if self.kind == "vertex":
             with np.errstate(divide="ignore"):
                 return np.where(self.sqrt_w > 0, 1.0 / np.maximum(self.sqrt_w, 1e-300), 0.0)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .report import format_mm
+from .report import format_misfit
 
 __all__ = ["FitScales", "classify", "fit_scales", "rounding_check"]
 
@@ -48,6 +48,16 @@ STOP_FRACTION = 1e-5
 HOLD_FRACTION = 0.01
 REPORT_M = 1e-4
 REPORT_FRACTION = 0.01
+# Footage targets (pixels): a tracked marker scatters by a fraction of a pixel, so the
+# default tolerance is one pixel RMS, not a share of the motion; refining stops at a
+# thousandth of a pixel; a parameter whose doubling moves no marker by a tenth of a pixel
+# is not determined by the tracks.
+MATCH_PX = 1.0
+STOP_PX = 1e-3
+REPORT_PX = 0.1
+# Markers carry noise, so a fitted value is uncertain by what that noise allows: it counts as
+# determined by the tracks when its 95 % confidence interval lies within +-3 %.
+SPREAD_PX = 0.03
 EPSILON = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.finfo(np.float64).eps)}
 
 OUTCOMES = ("converged", "misfit", "stalled", "failed")
@@ -61,6 +71,11 @@ class FitScales:
     stop_m: float  # RMSE at which the optimizer stops refining
     hold_m: float  # a doubling that moves no target point by this much: held for the step
     report_m: float  # ... by this much: reported as not determined by the targets
+    # the unit of all the above: "m", or "px" for footage targets (the names keep "_m")
+    unit: str = "m"
+
+    def format(self, value: float | None) -> str:
+        return format_misfit(value, self.unit)
 
 
 def fit_scales(
@@ -69,11 +84,25 @@ def fit_scales(
     precision: str,
     tolerance_m: float | None,
     rmse_tolerance_m: float,
+    unit: str = "m",
 ) -> FitScales:
     """The scales of one fit (see the module docstring for the rules)."""
     eps = EPSILON.get(precision, EPSILON["float32"])
     size = max(coordinate_scale, motion_m)
     noise = NOISE_ULPS * eps * size
+    if unit == "px":
+        stop = max(min(STOP_PX, STOP_FRACTION * motion_m), STOP_ULPS * eps * size)
+        tolerance = max(MATCH_PX, stop) if tolerance_m is None else float(tolerance_m)
+        stop = min(stop, tolerance)
+        return FitScales(
+            motion_m=float(motion_m),
+            noise_m=noise,
+            tolerance_m=tolerance,
+            stop_m=stop,
+            hold_m=HOLD_FRACTION * tolerance,
+            report_m=max(min(REPORT_PX, REPORT_FRACTION * motion_m), 0.1 * tolerance),
+            unit="px",
+        )
     stop = max(min(rmse_tolerance_m, STOP_FRACTION * motion_m), STOP_ULPS * eps * size)
     if tolerance_m is None:
         tolerance = max(min(MATCH_M, MATCH_FRACTION * motion_m), noise, stop)
@@ -109,17 +138,20 @@ def classify(
     undetermined: list[str],
 ) -> tuple[str, str]:
     """``(outcome, reason)`` of a fit that produced values (see the module docstring)."""
-    off = f"RMSE {format_mm(rmse_m)}{_share(rmse_m, scales.motion_m)}"
-    tol = f"the tolerance {format_mm(scales.tolerance_m)}"
+    what = "reprojection RMSE" if scales.unit == "px" else "RMSE"
+    off = f"{what} {scales.format(rmse_m)}{_share(rmse_m, scales.motion_m, scales.unit)}"
+    tol = f"the tolerance {scales.format(scales.tolerance_m)}"
     if math.isfinite(rmse_m) and rmse_m <= scales.tolerance_m:
         reason = f"the targets are matched: {off}, within {tol}"
         if undetermined:
             reason += f"; the targets do not determine {', '.join(undetermined)} (its value is uncertain)"
         return "converged", reason
     if stationary:
+        hint = "; if the markers are noisy, raise the tolerance (pixels)" if scales.unit == "px" else ""
         return "misfit", (
             f"the best values of the fitted parameters leave the targets off by {off}, over {tol}: "
-            "fit more parameters or check the scene settings (gravity, mass, quality, pins, collisions)"
+            "fit more parameters or check the scene settings (gravity, mass, quality, pins, "
+            f"collisions){hint}"
         )
     if stop_reason == "no_jacobian":
         return "stalled", (
@@ -132,7 +164,7 @@ def classify(
     )
 
 
-def rounding_check(rmse_m: float, gap_m: float | None, tolerance_m: float) -> str | None:
+def rounding_check(rmse_m: float, gap_m: float | None, tolerance_m: float, unit: str = "m") -> str | None:
     """Why a match is not assured, or None: Blender's solver computes in float32, so a
     motion that moves by ``gap_m`` between float32 and float64 rollouts of this model at
     the fitted values can end that far from where this fit found it. Converged needs
@@ -140,11 +172,12 @@ def rounding_check(rmse_m: float, gap_m: float | None, tolerance_m: float) -> st
     scenes: model 0.90 mm and rounding 0.78 mm off, Blender's replay 1.68 mm)."""
     if gap_m is None or not math.isfinite(gap_m) or rmse_m + gap_m <= tolerance_m:
         return None
+    fmt = lambda v: format_misfit(v, unit)  # noqa: E731
     return (
-        f"the targets are matched in this model ({format_mm(rmse_m)} RMSE) but the motion is this "
-        f"sensitive to rounding: the same values move by {format_mm(gap_m)} between float32 and "
+        f"the targets are matched in this model ({fmt(rmse_m)} RMSE) but the motion is this "
+        f"sensitive to rounding: the same values move by {fmt(gap_m)} between float32 and "
         f"float64, so Blender's float32 solver is not assured to stay within the tolerance "
-        f"{format_mm(tolerance_m)} (stiff, lightly damped cloth at a low quality is; raise the "
+        f"{fmt(tolerance_m)} (stiff, lightly damped cloth at a low quality is; raise the "
         "quality or check the result by baking)"
     )
 
@@ -153,7 +186,7 @@ def failed_reason(error: str) -> str:
     return f"no start point could be simulated: {error}"
 
 
-def _share(rmse_m: float, motion_m: float) -> str:
+def _share(rmse_m: float, motion_m: float, unit: str) -> str:
     if not (motion_m > 0.0 and math.isfinite(rmse_m)):
         return ""
-    return f" ({100.0 * rmse_m / motion_m:.3g} % of the motion {format_mm(motion_m)})"
+    return f" ({100.0 * rmse_m / motion_m:.3g} % of the motion {format_misfit(motion_m, unit)})"

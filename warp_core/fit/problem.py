@@ -11,6 +11,7 @@ from ..errors import UserError
 from ..mesh import ClothMesh
 from ..models import get_model
 from ..models.base import ModelSettings
+from ..tracks.targets import FootageTargets
 
 __all__ = ["FitError", "FitProblem", "FitSettings", "Target"]
 
@@ -44,15 +45,25 @@ class FitProblem:
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     start_frame: int = 1
     goals: np.ndarray | None = None  # (frames from start_frame to the last target, N, 3)
-    loss: str = "auto"  # "vertex", "surface", or "auto"
+    loss: str = "auto"  # "vertex", "surface", "tracks" or "auto"
     model: str = "blender_cloth"  # registry name, see ``warp_core.models.get_model``
+    # footage targets (markers seen by a camera) instead of ``targets``
+    tracks: FootageTargets | None = None
+
+    @property
+    def target_frames(self) -> list[int]:
+        if self.tracks is not None:
+            return self.tracks.frames
+        return sorted(t.frame for t in self.targets)
 
     @property
     def frame_end(self) -> int:
-        return max(t.frame for t in self.targets)
+        return max(self.target_frames)
 
     @property
     def loss_kind(self) -> str:
+        if self.tracks is not None:
+            return "tracks"
         if self.loss != "auto":
             return self.loss
         n = self.mesh.vertex_count
@@ -61,7 +72,9 @@ class FitProblem:
 
     def validate(self) -> None:
         """Raise ValueError with a message naming what is wrong."""
-        if not self.targets:
+        if self.tracks is not None and self.targets:
+            raise ValueError("footage targets and mesh targets cannot be mixed in one fit: choose one kind")
+        if not self.targets and self.tracks is None:
             raise ValueError("no targets: add at least one target frame")
         if not self.fit:
             raise ValueError("no parameters to fit: choose at least one")
@@ -76,9 +89,13 @@ class FitProblem:
         zero = [p for p in self.fit if getattr(self.params, p) <= 0.0]
         if zero:
             raise ValueError(f"start value of {', '.join(zero)} is 0: fitting works on ratios, start above 0")
-        if self.loss not in ("auto", "vertex", "surface"):
-            raise ValueError(f"loss must be 'vertex', 'surface' or 'auto', got {self.loss!r}")
+        if self.loss not in ("auto", "vertex", "surface", "tracks"):
+            raise ValueError(f"loss must be 'vertex', 'surface', 'tracks' or 'auto', got {self.loss!r}")
         n = self.mesh.vertex_count
+        if self.loss == "tracks" and self.tracks is None:
+            raise ValueError("the tracks loss needs footage targets")
+        if self.tracks is not None:
+            self.tracks.validate(n, self.start_frame)
         for t in self.targets:
             if t.frame <= self.start_frame:
                 raise ValueError(
@@ -114,6 +131,8 @@ class FitSettings:
     # what counts as matched, for the outcome: None = min(1 mm, 0.1 % of the motion), never
     # below the precision's noise (see ``warp_core.fit.outcome``); set it for noisy targets
     tolerance_m: float | None = None
+    # the same for footage targets, in pixels of reprojection RMSE: None = 1 px
+    tolerance_px: float | None = None
     device: str = "cpu"
     precision: str = "float64"
     adam_lr: float = 0.05

@@ -23,6 +23,24 @@ def format_mm(metres: Any) -> str:
     return f"{metres * 1000.0:.4g} mm"
 
 
+def format_misfit(value: Any, unit: str = "m") -> str:
+    """A misfit in its unit: millimetres for metres, pixels for footage targets."""
+    if unit == "px":
+        if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+            return "-"
+        return f"{value:.4g} px"
+    return format_mm(value)
+
+
+def record_misfit(record: dict[str, Any], key: str) -> str:
+    """A misfit entry of a result record (``rmse``, ``initial_rmse``, ``max_error``,
+    ``motion``, ``tolerance``) in the record's unit: ``<key>_m``, or ``<key>_px`` for
+    footage targets."""
+    if record.get("unit") == "px":
+        return format_misfit(record.get(f"{key}_px"), "px")
+    return format_mm(record.get(f"{key}_m"))
+
+
 def format_table(record: dict[str, Any]) -> list[str]:
     """Before -> after table of one object's result (batch output and reports), then its
     outcome with the reason in words, then the warnings."""
@@ -41,8 +59,9 @@ def format_table(record: dict[str, Any]) -> list[str]:
     for pname, after in (record.get("params") or {}).items():
         label = pname + (f" (= {ties[pname]})" if pname in ties else "")
         rows.append((label, format_value(initial.get(pname)), format_value(after)))
-    rows.append(("RMSE", format_mm(record.get("initial_rmse_m")), format_mm(record.get("rmse_m"))))
-    rows.append(("max error", "", format_mm(record.get("max_error_m"))))
+    rmse = "reprojection RMSE" if record.get("unit") == "px" else "RMSE"
+    rows.append((rmse, record_misfit(record, "initial_rmse"), record_misfit(record, "rmse")))
+    rows.append(("max error", "", record_misfit(record, "max_error")))
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     w2 = max(len(r[2]) for r in rows)

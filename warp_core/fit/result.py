@@ -50,10 +50,14 @@ class FitResult:
     # for a match: how far rounding alone moves the motion at the fitted values (float32
     # against float64 rollouts of the model), metres; None when not measured
     rounding_gap_m: float | None = None
+    # "m", or "px" for footage targets: then every *_m misfit above (RMSE, maximum error,
+    # motion, tolerance, rounding gap, per-vertex errors, which are per marker) is in pixels
+    unit: str = "m"
+    track_errors: dict[str, float] = field(default_factory=dict)  # track -> RMS px, worst first
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
-        return {
+        out = {
             "params": self.params,
             "initial_params": self.initial_params,
             "initial_loss": self.initial_loss,
@@ -82,3 +86,10 @@ class FitResult:
             "search": dict(self.search),
             "rounding_gap_m": self.rounding_gap_m,
         }
+        if self.unit == "px":
+            # JSON readers get the unit in the key names
+            for key in ("rmse", "initial_rmse", "max_error", "motion", "tolerance", "rounding_gap"):
+                out[f"{key}_px"] = out.pop(f"{key}_m")
+            out["unit"] = "px"
+            out["track_errors_px"] = dict(self.track_errors)
+        return out

@@ -13,9 +13,8 @@ from .global_search import SearchResult
 from .identifiability import identifiability
 from .objective import FitObjective
 from .optimize import Counter, eval_jacobian
-from .outcome import FitScales, classify, failed_reason, rounding_check
+from .outcome import SPREAD_PX, FitScales, classify, failed_reason, rounding_check
 from .problem import FitProblem
-from .report import format_mm
 from .result import FitResult
 from .spec import ParameterSpec
 
@@ -53,13 +52,24 @@ def build_result(
     ident = []
     if jac is not None:
         scale = objective.residual_scale()
+        points = objective.matched_points()
+        tolerance_norm = math.sqrt(points) * scales.tolerance_m
+        noise = None
+        if scales.unit == "px":
+            # noisy markers: what is left at the optimum is their noise; the matched range is
+            # what the tolerance leaves above it
+            residual_norm = float(np.linalg.norm(objective.residuals(values)))
+            tolerance_norm = math.sqrt(max(tolerance_norm**2 - residual_norm**2, 0.0))
+            noise = (residual_norm, SPREAD_PX)
         ident = identifiability(
             jac,
             spec.free_names,
             values,
             scale,
             threshold=scales.report_m,
-            tolerance_norm=math.sqrt(objective.matched_points()) * scales.tolerance_m,
+            tolerance_norm=tolerance_norm,
+            noise=noise,
+            unit=scales.unit,
         )
     for entry in ident:
         warnings += entry["warnings"]
@@ -77,7 +87,7 @@ def build_result(
     stationary = result.stationary if optimizer == "lm" else result.stop_reason == "converged_gradient"
     outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
     rounding_gap = objective.rounding_gap(values) if outcome == "converged" else None
-    rounding = rounding_check(rmse, rounding_gap, scales.tolerance_m)
+    rounding = rounding_check(rmse, rounding_gap, scales.tolerance_m, scales.unit)
     if rounding is not None:
         outcome, reason = "misfit", rounding
         warnings.append(rounding)
@@ -86,7 +96,7 @@ def build_result(
         if rough is not None and rough >= ROUGH_SHARE * rmse:
             note = (
                 f"the simulation is not smooth at this scale: a {NUDGES[0]:g} relative change of the "
-                f"parameters already moves it by up to {format_mm(rough)} RMS, so the fitted values "
+                f"parameters already moves it by up to {scales.format(rough)} RMS, so the fitted values "
                 "are uncertain and no values may match much closer"
             )
             reason += f"; {note}"
@@ -121,6 +131,8 @@ def build_result(
         at_bounds=at_bounds,
         search=_search_summary(found),
         rounding_gap_m=rounding_gap,
+        unit=scales.unit,
+        track_errors=objective.track_errors(values),
     )
 
 
@@ -162,11 +174,12 @@ def failed_result(
         motion_m=scales.motion_m,
         rmse_relative=None,
         tolerance_m=scales.tolerance_m,
+        unit=scales.unit,
     )
 
 
 def _roughness(objective: FitObjective, spec: ParameterSpec, values: dict[str, float]) -> float | None:
-    """The larger RMS change of the rollout (metres) under the two NUDGES if the simulation
+    """The larger RMS change of the rollout (in the fit's unit) under the two NUDGES if the simulation
     is rough there, else None."""
     z = spec.to_free(values)
     changes = []
@@ -176,7 +189,7 @@ def _roughness(objective: FitObjective, spec: ParameterSpec, values: dict[str, f
             up = z + nudge <= spec.log_upper
             moved = spec.from_free(spec.clip(np.where(up, z + nudge, z - nudge)))
             x1, _ = objective.positions(moved)
-            changes.append(float(np.sqrt(np.mean(np.sum((x1 - x0) ** 2, axis=-1)))))
+            changes.append(objective.change(x0, x1))
     except (FloatingPointError, ValueError):
         return None
     if changes[1] >= SMOOTH_RATIO * changes[0]:

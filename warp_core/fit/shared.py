@@ -42,8 +42,11 @@ class JointObjective:
         kinds = sorted({m.kind for m in members})
         if len(kinds) > 1:
             raise ValueError(f"a shared fit needs one loss for every object, got {' and '.join(kinds)}")
+        if kinds == ["tracks"]:
+            raise ValueError("footage targets are fitted one object at a time, not in a shared fit")
         self.members = members
         self.kind = kinds[0]
+        self.unit = "m"
         self.spec = members[0].spec
         self.tangent_step = members[0].tangent_step
         self.last_jacobian: tuple[tuple, np.ndarray] | None = None
@@ -66,6 +69,13 @@ class JointObjective:
 
     def residuals(self, values: dict[str, float]) -> np.ndarray:
         return np.concatenate([m.residuals(values) for m in self.members])
+
+    def change(self, x0: np.ndarray, x1: np.ndarray) -> float:
+        """RMS distance (metres) between two joint rollouts."""
+        return float(np.sqrt(np.mean(np.sum((x1 - x0) ** 2, axis=-1))))
+
+    def track_errors(self, values: dict[str, float]) -> dict[str, float]:
+        return {}
 
     def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
         jac = np.vstack([m.log_jacobian(values) for m in self.members])
