@@ -152,9 +152,10 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
     return request
 
 
-def footage_from_settings(s: Any) -> FootageSpec | None:
-    """The footage targets of ``Object.fit_to_target`` when its target source is Tracks."""
-    if s.target_source != "TRACKS":
+def footage_from_settings(s: Any, force: bool = False) -> FootageSpec | None:
+    """The footage targets of ``Object.fit_to_target`` when its target source is Tracks (or
+    with ``force``, whatever the source)."""
+    if s.target_source != "TRACKS" and not force:
         return None
     bindings = [
         BindingSpec(b.track, b.how, tuple(b.triangle), tuple(b.barycentric), float(b.weight))

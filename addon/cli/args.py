@@ -110,6 +110,20 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="NAME@FRAME",
         help="target mesh object and frame (repeatable); replaces the saved targets",
     )
+    p.add_argument(
+        "--target-tracks",
+        metavar="CLIP[:TRACKING_OBJECT]",
+        help="fit to the markers of this Movie Clip's tracks (its camera tracks, or those of the named "
+        "tracking object) seen through the scene camera; needs --object; the tracks are bound as in the "
+        "panel's binding list, else automatically",
+    )
+    p.add_argument(
+        "--tolerance-px",
+        type=positive_number("pixels"),
+        metavar="PX",
+        help="reprojection RMSE in pixels that counts as matching tracks (default: the object's "
+        "setting, else 1 px)",
+    )
     models = list(MODEL_NAMES.values())
     p.add_argument(
         "--model",
@@ -170,6 +184,23 @@ def parse_fit(text: str) -> list[str]:
     if not names:
         raise UsageError("--fit: no parameters given")
     return list(dict.fromkeys(names))
+
+
+def parse_tracks(spec: str) -> tuple[str, str]:
+    """``--target-tracks CLIP[:TRACKING_OBJECT]``: a Movie Clip of the open scene file and one of
+    its tracking objects ("" for the camera's tracks)."""
+    name, _, tracking_object = spec.partition(":")
+    clip = bpy.data.movieclips.get(name)
+    if clip is None:
+        known = ", ".join(c.name for c in bpy.data.movieclips) or "none"
+        raise UsageError(f"--target-tracks {spec}: no Movie Clip named '{name}' (the file has: {known})")
+    if tracking_object and clip.tracking.objects.get(tracking_object) is None:
+        known = ", ".join(o.name for o in clip.tracking.objects)
+        raise UsageError(
+            f"--target-tracks {spec}: Movie Clip '{name}' has no tracking object '{tracking_object}' "
+            f"(it has {known})"
+        )
+    return name, tracking_object
 
 
 def parse_target(spec: str) -> TargetSpec:

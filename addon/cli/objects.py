@@ -11,7 +11,7 @@ import bpy
 from ..errors import FitInputError
 from ..models.base import resolve_ties
 from ..models.registry import MODEL_NAMES, object_model, scene_model
-from ..request import FitRequest, TargetSpec, request_from_object
+from ..request import FitRequest, FootageSpec, TargetSpec, footage_from_settings, request_from_object
 from ..scene.checks import check_object
 from .args import UsageError
 
@@ -56,9 +56,12 @@ def request_for(
     targets: list[TargetSpec],
     device: str | None,
     start_values: dict[str, Any] | None,
+    tracks: tuple[str, str] | None = None,
 ) -> FitRequest:
     """The object's request from its panel settings, with the arguments applied (``--model``
-    first: it becomes the object's model choice)."""
+    first: it becomes the object's model choice). ``tracks`` (clip, tracking object) make
+    the footage the targets; the object's binding list is used when it was made for that
+    clip and tracking object, else the tracks are bound automatically."""
     if args.model:
         ob.fit_to_target.model = next(k for k, name in MODEL_NAMES.items() if name == args.model)
     try:
@@ -74,6 +77,16 @@ def request_for(
         request.fit, request.ties = resolve_ties(base, ties_on, ties)
     if targets:
         request.targets = list(targets)
+    if tracks is not None:
+        s = ob.fit_to_target
+        same = s.clip is not None and (s.clip.name, s.tracking_object) == tracks
+        kept = request.footage.bindings if request.footage is not None and same else []
+        if same and request.footage is None:
+            kept = footage_from_settings(s, force=True).bindings
+        request.targets = []
+        request.footage = FootageSpec(tracks[0], tracks[1], huber_px=float(s.huber_px), bindings=kept)
+    if args.tolerance_px is not None:
+        request.tolerance_px = args.tolerance_px
     if device is not None:
         request.device = device
     if args.max_iters is not None:

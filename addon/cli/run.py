@@ -29,7 +29,16 @@ from ..scene.prepare import prepare_fit, run_fit
 from ..scene.records import failure_record, result_record, shared_summary, surface_note
 from ..scene.write_back import write_back
 from ..warp_setup import resolve_device
-from .args import EXIT_FIT_FAILED, EXIT_NOT_CONVERGED, EXIT_OK, PROG, UsageError, parse_fit, parse_target
+from .args import (
+    EXIT_FIT_FAILED,
+    EXIT_NOT_CONVERGED,
+    EXIT_OK,
+    PROG,
+    UsageError,
+    parse_fit,
+    parse_target,
+    parse_tracks,
+)
 from .objects import pick_objects, request_for
 from .outputs import report_document, save_blend_atomically, write_json_atomically
 from .paths import OutputPlan, plan_bake_files, plan_outputs
@@ -81,6 +90,11 @@ class BatchRun:
         self.step("open")
         self.open_scene(input_path)
         targets = [parse_target(spec) for spec in args.target]
+        tracks = parse_tracks(args.target_tracks) if args.target_tracks else None
+        if tracks is not None and (targets or not args.object):
+            raise UsageError(
+                "--target-tracks needs --object NAME (the cloth the tracks are on) and no --target"
+            )
         scene = bpy.context.scene
         objects = pick_objects(scene, args.object, targets, args.model)
         plan_bake_files(plan, [ob.name for ob in objects])
@@ -93,7 +107,7 @@ class BatchRun:
         prepared_fits = []
         for ob in objects:
             self.step("export")
-            request = request_for(ob, args, chosen, targets, device, start_values)
+            request = request_for(ob, args, chosen, targets, device, start_values, tracks)
             try:
                 if args.shared and prepared_fits:
                     # as in the panel: the first object's parameters and run settings lead

@@ -218,8 +218,19 @@ def _error_colors(
     frame: int | None,
     depsgraph: bpy.types.Depsgraph,
 ) -> tuple[np.ndarray, float]:
-    """Per-vertex RGBA, green (on target) to red (the largest error), at a target frame."""
+    """Per-vertex RGBA, green (on target) to red (the largest error), at a target frame; for
+    footage targets, each tracked vertex coloured by its track's RMS pixel error over the
+    clip (the vertex nearest the track's bound point; untracked vertices green)."""
     request = request_from_object(ob, start_values={})
+    if request.footage is not None:
+        prepared = prepare_fit(scene, ob, request, depsgraph)
+        objective = FitObjective(prepared.problem, prepared.settings, [])
+        by_track = objective.track_errors(values)
+        error = np.zeros(prepared.problem.mesh.vertex_count)
+        for b in prepared.problem.tracks.bindings:
+            v = b.vertices[int(np.argmax(b.barycentric))]
+            error[v] = max(error[v], by_track.get(b.track, 0.0))
+        return _ramp(error)
     if not request.targets:
         raise BakeError("error colours need a target: add one or switch Error Colors off")
     frame = frame or ob.fit_to_target.error_frame or max(t.frame for t in request.targets)
@@ -228,7 +239,10 @@ def _error_colors(
         raise BakeError(f"error colours: no target at frame {frame}")
     prepared = prepare_fit(scene, ob, request, depsgraph)
     objective = FitObjective(prepared.problem, prepared.settings, [])
-    error = objective.errors(values)[frame]
+    return _ramp(objective.errors(values)[frame])
+
+
+def _ramp(error: np.ndarray) -> tuple[np.ndarray, float]:
     top = float(error.max())
     t = np.clip(error / top, 0.0, 1.0) if top > 0.0 else np.zeros_like(error)
     colors = np.stack([t, 1.0 - t, np.zeros_like(t), np.ones_like(t)], axis=1)

@@ -31,8 +31,12 @@ from ..request import BindingSpec, FootageSpec
 
 # a bundle within this share of the cloth's size from its surface is a feature on the cloth
 BUNDLE_REACH = 0.05
+# a start-frame marker whose ray just misses the cloth (a feature on its edge, a noisy marker)
+# is bound to the nearest cloth point if that point projects within this many pixels of it
+RAY_SLACK_PX = 3.0
 
-_COEFFICIENTS = {
+# Blender's Python names of each distortion model's coefficients, in Intrinsics order
+CLIP_COEFFICIENTS = {
     "POLYNOMIAL": ("k1", "k2", "k3"),
     "DIVISION": ("division_k1", "division_k2"),
     "NUKE": ("nuke_k1", "nuke_k2", "nuke_p1", "nuke_p2"),
@@ -57,7 +61,7 @@ def clip_intrinsics(clip: bpy.types.MovieClip) -> Intrinsics:
     cam = clip.tracking.camera
     width, height = (int(v) for v in clip.size)
     model = cam.distortion_model
-    names = [n for n in _COEFFICIENTS.get(model, ()) if hasattr(cam, n)]
+    names = CLIP_COEFFICIENTS.get(model, ())
     return Intrinsics(
         width=width,
         height=height,
@@ -65,7 +69,7 @@ def clip_intrinsics(clip: bpy.types.MovieClip) -> Intrinsics:
         principal_px=tuple(float(v) for v in cam.principal_point_pixels),
         pixel_aspect=float(cam.pixel_aspect),
         distortion_model=model,
-        coefficients=tuple(float(getattr(cam, n)) for n in names),
+        coefficients=tuple(float(getattr(cam, n, 0.0)) for n in names),  # nuke_p1/p2: newer Blender
     )
 
 
@@ -137,6 +141,29 @@ def _solve_to_world(scene: bpy.types.Scene, footage: Footage, start: int) -> np.
     return world @ np.linalg.inv(np.array(solved.matrix, dtype=np.float64))
 
 
+def _ray_binding(
+    pixel: np.ndarray, camera: np.ndarray, intr: Intrinsics, rest: np.ndarray, tris: np.ndarray
+) -> tuple[int, np.ndarray] | None:
+    """(triangle, barycentric) where the ray through ``pixel`` meets the cloth, or of the
+    cloth point nearest the ray when that projects within RAY_SLACK_PX of the pixel."""
+    origin, direction = pixel_ray(pixel, camera, intr)
+    hit = ray_surface_hit(origin, direction, rest, tris)
+    if hit is not None:
+        return hit[0], hit[1]
+    seen = depth(rest, camera) > 0.0
+    if not seen.any():
+        return None
+    nearest = np.flatnonzero(seen)[
+        np.argmin(np.linalg.norm(project(rest[seen], camera, intr) - pixel, axis=1))
+    ]
+    along = float((rest[nearest] - origin) @ direction)
+    k, bary, _ = closest_surface_point(origin + along * direction, rest, tris)
+    point = bary @ rest[tris[k]]
+    if np.linalg.norm(project(point[None], camera, intr)[0] - pixel) > RAY_SLACK_PX:
+        return None
+    return k, bary
+
+
 def auto_bindings(
     scene: bpy.types.Scene,
     cloth: bpy.types.Object,
@@ -144,15 +171,16 @@ def auto_bindings(
     rest: np.ndarray,
     polygons: list,
     start: int,
-) -> tuple[list[BindingSpec], list[str]]:
-    """Bindings of the clip's tracks to the cloth at rest (frame ``start``), and the names of
-    tracks left unbound with the reason. Changes the scene frame (callers restore it)."""
+) -> tuple[list[BindingSpec], dict[str, list[str]]]:
+    """Bindings of the clip's tracks to the cloth at rest (frame ``start``), and the tracks
+    left unbound by reason. Changes the scene frame (callers restore it)."""
     tris = fan_triangles(polygons)
     size = float(np.ptp(rest, axis=0).max()) or 1.0
     to_world = _solve_to_world(scene, footage, start)
     scene.frame_set(start)
     camera = np.array(footage.camera.matrix_world, dtype=np.float64)
-    bound, unbound = [], []
+    bound: list[BindingSpec] = []
+    unbound: dict[str, list[str]] = {}
     for track in footage.tracks:
         markers = _scene_frames(footage, track)
         if not any(f > start for f, _ in markers):
@@ -165,17 +193,26 @@ def auto_bindings(
                 bound.append(BindingSpec(track.name, "BUNDLE", tuple(int(v) for v in tris[k]), tuple(bary)))
             continue  # a background feature
         at_start = [p for f, p in markers if f == start]
-        if at_start:
-            origin, direction = pixel_ray(at_start[0], camera, footage.intrinsics)
-            hit = ray_surface_hit(origin, direction, rest, tris)
-            if hit is not None:
-                k, bary, _ = hit
-                bound.append(BindingSpec(track.name, "RAY", tuple(int(v) for v in tris[k]), tuple(bary)))
-                continue
-            unbound.append(f"'{track.name}' (its marker at frame {start} does not lie on the cloth)")
+        if not at_start:
+            unbound.setdefault(f"no bundle and no marker at the start frame {start}", []).append(track.name)
             continue
-        unbound.append(f"'{track.name}' (no bundle and no marker at the start frame {start})")
+        found = _ray_binding(at_start[0], camera, footage.intrinsics, rest, tris)
+        if found is None:
+            unbound.setdefault(f"the marker at frame {start} is not on the cloth", []).append(track.name)
+            continue
+        k, bary = found
+        bound.append(BindingSpec(track.name, "RAY", tuple(int(v) for v in tris[k]), tuple(bary)))
     return bound, unbound
+
+
+def describe_unbound(unbound: dict[str, list[str]], most: int = 6) -> str:
+    """'a', 'b' (reason); 'c' (other reason) ... with at most ``most`` names per reason."""
+    parts = []
+    for reason, names in unbound.items():
+        listed = ", ".join(f"'{n}'" for n in names[:most])
+        more = f" and {len(names) - most} more" if len(names) > most else ""
+        parts.append(f"{listed}{more} ({reason})")
+    return "; ".join(parts)
 
 
 def read_footage(
@@ -195,8 +232,8 @@ def read_footage(
         bindings, unbound = auto_bindings(scene, cloth, footage, rest, polygons, start)
         if unbound:
             raise FitInputError(
-                f"tracks not bound to '{cloth.name}': {', '.join(unbound[:5])}: bind each to a vertex in "
-                "the binding list (Bind Tracks, then pick a vertex) or mute its markers"
+                f"tracks not bound to '{cloth.name}': {describe_unbound(unbound)}: bind each to a vertex "
+                "in the binding list (Bind Tracks, then pick a vertex) or mute its markers"
             )
         if not bindings:
             raise FitInputError(

@@ -12,7 +12,7 @@ from ..errors import FitInputError
 from ..models.registry import object_model
 from ..request import footage_from_settings
 from ..scene.checks import check_object
-from ..scene.footage import auto_bindings, find_footage
+from ..scene.footage import auto_bindings, describe_unbound, find_footage
 
 # how many of the worst tracks the result lists
 WORST_SHOWN = 5
@@ -94,13 +94,13 @@ class OBJECT_OT_fit_to_target_bind_tracks(bpy.types.Operator):
                 row = next((r for r in s.bindings if r.track == track.name), None) or s.bindings.add()
                 row.track = track.name
                 row.vertex, row.weight, row.use = picked[track.name]
-            elif track.name not in names and any(f"'{track.name}'" in u for u in unbound):
+            elif track.name not in names and any(track.name in group for group in unbound.values()):
                 row = s.bindings.add()
                 row.track, row.how, row.use = track.name, "NONE", False
         level = "WARNING" if unbound else "INFO"
         text = f"Bound {len(bound) + len(picked)} tracks to '{ob.name}'"
         if unbound:
-            text += f"; unbound: {', '.join(unbound[:3])}: pick a vertex for each"
+            text += f"; unbound: {describe_unbound(unbound, most=3)}: pick a vertex for each"
         self.report({level}, text)
         return {"FINISHED"}
 

@@ -14,39 +14,16 @@ from pathlib import Path
 import bpy
 import mathutils
 import numpy as np
+from addon_scenes import clamped_cloth, select
+from blender_ref import addon_package, run_blender_cloth
 
 from warp_core.tracks.camera import Intrinsics, project, scene_to_clip_frame
 
-# Blender's Python names of each distortion model's coefficients, in Intrinsics order
-CLIP_COEFFICIENTS: dict[str, tuple[str, ...]] = {
-    "POLYNOMIAL": ("k1", "k2", "k3"),
-    "DIVISION": ("division_k1", "division_k2"),
-    "NUKE": ("nuke_k1", "nuke_k2", "nuke_p1", "nuke_p2"),
-    "BROWN": ("brown_k1", "brown_k2", "brown_k3", "brown_k4", "brown_p1", "brown_p2"),
-}
+_footage = addon_package().addon.scene.footage
+CLIP_COEFFICIENTS = _footage.CLIP_COEFFICIENTS
+clip_intrinsics = _footage.clip_intrinsics  # the add-on's reading of the clip's lens
+
 REFINE_FLAGS = ("focal_length", "principal_point", "radial_distortion", "tangential_distortion")
-
-
-def clip_intrinsics(clip: bpy.types.MovieClip) -> Intrinsics:
-    """The lens Blender's tracker uses for ``clip``, read from ``clip.tracking.camera``.
-
-    ``focal_length_pixels`` and ``principal_point_pixels`` are the values the solver is given
-    (``tracking_cameraIntrinscisOptionsFromTracking``); coefficients a Blender version does not
-    have (nuke_p1/p2 before they were added) count as zero.
-    """
-    camera = clip.tracking.camera
-    model = camera.distortion_model
-    coefficients = tuple(float(getattr(camera, name, 0.0)) for name in CLIP_COEFFICIENTS[model])
-    width, height = clip.size
-    return Intrinsics(
-        width=int(width),
-        height=int(height),
-        focal_px=float(camera.focal_length_pixels),
-        principal_px=tuple(float(v) for v in camera.principal_point_pixels),
-        pixel_aspect=float(camera.pixel_aspect),
-        distortion_model=model,
-        coefficients=coefficients,
-    )
 
 
 def set_clip_distortion(clip: bpy.types.MovieClip, model: str, coefficients: Iterable[float]) -> None:
@@ -274,3 +251,118 @@ def orient_solved_camera(
     camera.matrix_basis = mathutils.Matrix(own.tolist())  # Matrix() takes rows
     mapped = bundles @ (scale * rotation).T + translation
     return float(np.sqrt(((mapped - world) ** 2).sum(1).mean()))
+
+
+# -- a cloth filmed by a moving camera (the footage-target tests)
+
+FRAMES = 30
+# the camera's swing around the cloth over the clip (degrees): the camera solve needs parallax
+SWING = 60.0
+# noise of the static background tracks the camera is solved from (good corners track to a
+# few tenths of a pixel); the cloth's tracks carry 0.5 px. A solve from 0.5 px background tracks
+# with a 25-degree swing moves the cloth's projection by 1.7 px RMS, which no fit can undo
+STATIC_NOISE_PX = 0.2
+TRUTH = {"tension_stiffness": 40.0, "bending_stiffness": 2.0, "air_damping": 2.0}
+DEFAULTS = {
+    "tension_stiffness": 15.0,
+    "compression_stiffness": 15.0,
+    "bending_stiffness": 0.5,
+    "air_damping": 1.0,
+}
+# cloth vertices carrying a tracked feature: every vertex outside the two clamped rows
+TRACKED = list(range(48))
+
+
+def _camera_keys() -> list:
+    """A camera 2.5 m in front of the sheet and 2.7 m above its middle (looking down on it at
+    about 45 degrees: a grazing view would bind tracks imprecisely), swinging SWING degrees
+    around it over the clip."""
+    keys = []
+    for frame in (1, FRAMES):
+        angle = np.radians(-SWING / 2 + SWING * (frame - 1) / (FRAMES - 1))
+        location = (2.5 * np.sin(angle), -2.5 * np.cos(angle), 3.5)
+        # rotation_euler of a camera looking at (0, 0, 0.8): pitch from vertical, then yaw
+        pitch = np.arctan2(2.5, 2.7)
+        keys.append((frame, location, (pitch, 0.0, angle)))
+    return keys
+
+
+def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = False) -> dict:
+    """The cloth (modifier at Blender's defaults), a clip of its tracked vertices at TRUTH with
+    0.5 px noise and 10 % of markers muted; with ``solve``, 40 static background points too
+    (0.5 px noise), Blender's camera solve and the solve oriented onto them (the true camera
+    then dropped)."""
+    scene = bpy.context.scene
+    cloth = clamped_cloth(settings=DEFAULTS, frame_end=FRAMES)
+    clip = make_clip(scene, 640, 480, FRAMES, folder / "footage")
+    if distortion is not None:
+        set_clip_distortion(clip, *distortion)
+    camera = add_camera(scene, _camera_keys(), lens_mm=35.0, sensor_mm=36.0)
+    mod = cloth.modifiers["Cloth"]
+    for k, v in TRUTH.items():
+        setattr(mod.settings, k, v)
+    truth = run_blender_cloth(cloth, FRAMES)  # index 0 = frame 1
+    for k, v in DEFAULTS.items():
+        setattr(mod.settings, k, v)
+    intr = clip_intrinsics(clip)
+    rng = np.random.default_rng(7)
+    points = {f"cloth{v}": {f: truth[f - 1][v] for f in range(1, FRAMES + 1)} for v in TRACKED}
+    # with a camera solve, the cloth's tracks are an object's (Blender's camera solve uses the
+    # camera's tracks only; the cloth moves)
+    owner = clip.tracking.objects.new("Cloth").name if solve else ""
+    add_tracks(
+        clip, points, camera, intr, noise_px=0.5, disabled_fraction=0.1, rng=rng, tracking_object=owner
+    )
+    if solve:
+        # features of the room below and behind the cloth (a table, a floor)
+        static = {f"static{k}": rng.uniform((-1.5, -0.5, -0.5), (1.5, 1.5, 0.5)) for k in range(40)}
+        still = {n: dict.fromkeys(range(1, FRAMES + 1), p) for n, p in static.items()}
+        seen = add_tracks(clip, still, camera, intr, noise_px=STATIC_NOISE_PX, rng=rng)
+        static = {n: p for n, p in static.items() if n in seen}
+        solve_camera(clip, 1, FRAMES)
+        orient_solved_camera(scene, clip, camera, static)
+    select([cloth], cloth)
+    s = cloth.fit_to_target
+    s.target_source = "TRACKS"
+    s.clip = clip
+    s.tracking_object = owner
+    s.fit_air_damping = True
+    scene.frame_set(1)
+    return {"cloth": cloth, "clip": clip, "camera": camera, "truth": truth, "intr": intr}
+
+
+def replay_reprojection(cloth, clip, camera, intr) -> float:
+    """RMS pixel distance of Blender's replay (the modifier's current values) from every enabled
+    marker of the bound tracks, through the scene camera."""
+    s = cloth.fit_to_target
+    replay = run_blender_cloth(cloth, FRAMES)
+    scene = bpy.context.scene
+    errors = []
+    for row in s.bindings:
+        if not row.use:
+            continue
+        owner = clip.tracking.objects[s.tracking_object] if s.tracking_object else clip.tracking
+        track = owner.tracks[row.track]
+        for m in track.markers:
+            if m.mute or m.frame <= 1:
+                continue
+            scene.frame_set(m.frame)
+            point = np.asarray(row.barycentric) @ replay[m.frame - 1][list(row.triangle)]
+            uv = project(point[None], np.array(camera.matrix_world), intr)[0]
+            errors.append(np.sum((uv - np.array(m.co) * (640, 480)) ** 2))
+    return float(np.sqrt(np.mean(errors)))
+
+
+def bind_all(cloth: bpy.types.Object) -> list[str]:
+    """Bind Tracks, then pick the true vertex of each track it could not bind (its start-frame
+    marker muted), as an artist would; returns those tracks."""
+    assert bpy.ops.object.fit_to_target_bind_tracks() == {"FINISHED"}
+    picked = []
+    for row in cloth.fit_to_target.bindings:
+        if row.how == "NONE":
+            assert not row.use
+            row.vertex = int(row.track.removeprefix("cloth"))
+            assert row.how == "VERTEX"
+            row.use = True
+            picked.append(row.track)
+    return picked

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MATCHED_RANGE_CAP", "identifiability"]
+__all__ = ["MATCHED_RANGE_CAP", "add_confidence_ranges", "identifiability"]
 
 # The largest log half-width a matched range reports: beyond it the targets do not bound the
 # parameter at all (exp(50): a factor of 5e21).
@@ -22,7 +22,6 @@ def identifiability(
     threshold: float = 1e-4,
     collinear_cos: float = 0.999,
     tolerance_norm: float | None = None,
-    noise: tuple[float, float] | None = None,
     unit: str = "m",
 ) -> list[dict[str, Any]]:
     """How much the target constrains each free parameter, to first order.
@@ -42,13 +41,6 @@ def identifiability(
     marginal extent of the tolerance ellipsoid in log space). It is reported, not warned
     about: on Blender-made cloth scenes the tolerance (up to 1 mm) leaves most dampings
     unbounded and stiffnesses 10-60 % either side, though a fit usually lands far closer.
-
-    With ``noise = (residual_norm, spread_limit)`` (targets with measurement noise, such as
-    tracked markers: the residual left at the optimum is that noise), each parameter also
-    gets ``confidence_range``: the factors (low, high) of its 95 % confidence interval,
-    ``2 sigma`` with the covariance ``s^2 (J^T J)^-1`` in log space and ``s^2`` the residual
-    variance per entry; a parameter whose interval reaches past ``1 +- spread_limit`` is not
-    determined (the targets' noise leaves it that uncertain) and says so.
 
     Returns one dict per parameter: ``name``, ``value``, ``rms_change``, ``max_change``,
     ``determined`` (bool), ``collinear_with`` (list of names), ``warnings`` (list of str),
@@ -98,8 +90,6 @@ def identifiability(
                 )
     if tolerance_norm is not None and len(names):
         _matched_ranges(jac, entries, tolerance_norm)
-    if noise is not None and len(names):
-        _confidence_ranges(jac, entries, *noise)
     return entries
 
 
@@ -119,9 +109,16 @@ def _log_variances(jac: np.ndarray) -> np.ndarray:
     return out
 
 
-def _confidence_ranges(
-    jac: np.ndarray, entries: list[dict[str, Any]], residual_norm: float, spread_limit: float
+def add_confidence_ranges(
+    jacobian_log: np.ndarray, entries: list[dict[str, Any]], residual_norm: float, spread_limit: float
 ) -> None:
+    """For targets with measurement noise (tracked markers: the residual left at the optimum
+    is that noise): each entry of :func:`identifiability` gets ``confidence_range``, the
+    factors (low, high) of its 95 % confidence interval (``2 sigma`` with the covariance
+    ``s^2 (J^T J)^-1`` in log space, ``s^2`` the residual variance per entry); a parameter
+    whose interval reaches past ``1 +- spread_limit`` is not determined (the noise leaves it
+    that uncertain) and says so."""
+    jac = np.asarray(jacobian_log, dtype=np.float64)
     dof = max(jac.shape[0] - jac.shape[1], 1)
     sigma = residual_norm / math.sqrt(dof)
     for entry, variance in zip(entries, _log_variances(jac), strict=True):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..models import get_model
 from .global_search import SearchResult
-from .identifiability import identifiability
+from .identifiability import add_confidence_ranges, identifiability
 from .objective import FitObjective
 from .optimize import Counter, eval_jacobian
 from .outcome import SPREAD_PX, FitScales, classify, failed_reason, rounding_check
@@ -68,9 +68,10 @@ def build_result(
             scale,
             threshold=scales.report_m,
             tolerance_norm=tolerance_norm,
-            noise=noise,
             unit=scales.unit,
         )
+        if noise is not None:
+            add_confidence_ranges(jac, ident, *noise)
     for entry in ident:
         warnings += entry["warnings"]
     undetermined = [e["name"] for e in ident if not e["determined"]]

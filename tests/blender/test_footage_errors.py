@@ -1,0 +1,102 @@
+"""Footage targets: bad input gets one clear message and leaves the scene as it was; the
+batch flag; error colours of a footage fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import blender_env  # noqa: F401  (sets up the isolated profile before bpy)
+import bpy
+import numpy as np
+import pytest
+from addon_scenes import snapshot
+from batch_run import run_in_process
+from footage_scenes import FRAMES, bind_all, footage_scene
+
+
+def bindings(ob: bpy.types.Object) -> list[tuple]:
+    return [(b.track, b.how, b.use, tuple(b.triangle), b.vertex) for b in ob.fit_to_target.bindings]
+
+
+def refused(ob: bpy.types.Object, match: str, folder: Path, operator=None) -> None:
+    """The operator fails with ``match`` in its message, changing nothing."""
+    before = snapshot(ob, folder), bindings(ob), bpy.context.scene.frame_current
+    with pytest.raises(RuntimeError, match=match):
+        (operator or bpy.ops.object.fit_to_target)()
+    assert (snapshot(ob, folder), bindings(ob), bpy.context.scene.frame_current) == before
+
+
+def test_no_clip_and_an_unsolved_clip_are_refused(tmp_path: Path) -> None:
+    scene = footage_scene(tmp_path)
+    cloth, clip = scene["cloth"], scene["clip"]
+    cloth.fit_to_target.clip = None
+    refused(cloth, "has no Movie Clip for its Tracks target", tmp_path)
+    cloth.fit_to_target.clip = clip
+    camera = scene["camera"]
+    solver = camera.constraints.new("CAMERA_SOLVER")
+    solver.use_active_clip, solver.clip = False, clip
+    refused(cloth, "has no solved camera, but camera 'FootageCamera' follows its solve", tmp_path)
+    refused(cloth, "has no solved camera", tmp_path, bpy.ops.object.fit_to_target_bind_tracks)
+
+
+def test_a_track_with_no_bundle_and_no_binding_is_named(tmp_path: Path) -> None:
+    scene = footage_scene(tmp_path)
+    cloth, clip = scene["cloth"], scene["clip"]
+    late = clip.tracking.tracks.new(name="late", frame=5)  # first seen after the start frame
+    late.markers.insert_frame(9, co=(0.5, 0.5))
+    refused(
+        cloth,
+        "tracks not bound to 'Cloth': '[^(]*'late' \\(no bundle and no marker at the start frame 1\\)",
+        tmp_path,
+    )
+    # Bind Tracks lists it unbound, switched off: the fit then runs without it
+    assert bpy.ops.object.fit_to_target_bind_tracks() == {"FINISHED"}
+    row = next(b for b in cloth.fit_to_target.bindings if b.track == "late")
+    assert row.how == "NONE" and not row.use
+
+
+def test_a_camera_that_does_not_see_the_cloth_is_refused(tmp_path: Path) -> None:
+    scene = footage_scene(tmp_path)
+    cloth = scene["cloth"]
+    bind_all(cloth)
+    away = bpy.data.objects.new("Away", bpy.data.cameras.new("Away"))
+    bpy.context.scene.collection.objects.link(away)
+    away.location, away.rotation_euler = (0.0, -3.0, 1.0), (np.radians(-90.0), 0.0, 0.0)
+    cloth.fit_to_target.camera = away
+    refused(cloth, "camera 'Away' does not see 'Cloth' at frame 2", tmp_path)
+
+
+def test_markers_after_the_cache_end_are_refused(tmp_path: Path) -> None:
+    scene = footage_scene(tmp_path)
+    cloth, clip = scene["cloth"], scene["clip"]
+    track = clip.tracking.tracks["cloth20"]
+    track.markers.insert_frame(FRAMES + 5, co=(0.5, 0.5))
+    bind_all(cloth)
+    refused(cloth, f"markers after the end of the cloth cache \\(frame {FRAMES}\\): 'cloth20'", tmp_path)
+
+
+def test_batch_fits_tracks_and_error_colours_mark_the_tracked_vertices(tmp_path: Path) -> None:
+    scene = footage_scene(tmp_path)
+    cloth, clip = scene["cloth"], scene["clip"]
+    bind_all(cloth)
+    blend = tmp_path / "footage.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+    report = tmp_path / "report.json"
+    code, out, err = run_in_process(
+        blend, "--object", "Cloth", "--target-tracks", clip.name, "--report", report
+    )
+    record = json.loads(report.read_text())["objects"][0]
+    assert code == 0 and record["unit"] == "px" and record["outcome"] == "converged", (out, err)
+    assert "reprojection RMSE" in out and " px" in out
+    assert record["footage"]["tracks"] == 48 and record["rmse_px"] < 1.0
+    bpy.ops.wm.open_mainfile(filepath=str(blend))
+    cloth = bpy.data.objects["Cloth"]
+    assert bpy.ops.object.fit_to_target() == {"FINISHED"}
+    cloth.fit_to_target.bake_error_colors = True
+    assert bpy.ops.object.fit_to_target_bake() == {"FINISHED"}
+    colors = np.empty(len(cloth.data.vertices) * 4, dtype=np.float32)
+    cloth.data.color_attributes["fit_error"].data.foreach_get("color", colors)
+    red = colors.reshape(-1, 4)[:, 0]
+    # the tracked vertices carry their track's error; the clamped rows have none
+    assert red[:48].max() == pytest.approx(1.0) and np.all(red[48:] == 0.0)
