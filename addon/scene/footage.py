@@ -263,8 +263,8 @@ def read_footage(
     if late:
         what = ", ".join(f"'{t}' ({min(fs)}-{max(fs)})" for t, fs in list(late.items())[:5])
         raise FitInputError(
-            f"markers after the end of the cloth cache (frame {end}): {what}: extend the cache "
-            "(Physics > Cloth > Cache > End) or mute those markers"
+            f"markers after the end of the cache of '{cloth.name}' (frame {end}): {what}: extend the "
+            "cache (Physics > Cache > End) or mute those markers"
         )
     if not frames or sum(weights) <= 0.0:
         raise FitInputError(

@@ -73,7 +73,7 @@ def test_markers_after_the_cache_end_are_refused(tmp_path: Path) -> None:
     track = clip.tracking.tracks["cloth20"]
     track.markers.insert_frame(FRAMES + 5, co=(0.5, 0.5))
     bind_all(cloth)
-    refused(cloth, f"markers after the end of the cloth cache \\(frame {FRAMES}\\): 'cloth20'", tmp_path)
+    refused(cloth, f"markers after the end of the cache of 'Cloth' \\(frame {FRAMES}\\): 'cloth20'", tmp_path)
 
 
 def test_batch_fits_tracks_and_error_colours_mark_the_tracked_vertices(tmp_path: Path) -> None:
@@ -100,3 +100,25 @@ def test_batch_fits_tracks_and_error_colours_mark_the_tracked_vertices(tmp_path:
     red = colors.reshape(-1, 4)[:, 0]
     # the tracked vertices carry their track's error; the clamped rows have none
     assert red[:48].max() == pytest.approx(1.0) and np.all(red[48:] == 0.0)
+
+
+def test_a_track_is_bound_to_the_selected_vertex(tmp_path: Path) -> None:
+    cloth = footage_scene(tmp_path)["cloth"]
+    assert bpy.ops.object.fit_to_target_bind_tracks() == {"FINISHED"}
+    s = cloth.fit_to_target
+    s.active_binding_index = next(k for k, b in enumerate(s.bindings) if b.how == "NONE")
+    for v in cloth.data.vertices:
+        v.select = False
+    refused(cloth, "Select one vertex of 'Cloth'", tmp_path, bpy.ops.object.fit_to_target_bind_vertex)
+    cloth.data.vertices[17].select = True
+    assert bpy.ops.object.fit_to_target_bind_vertex() == {"FINISHED"}
+    row = s.bindings[s.active_binding_index]
+    assert (row.how, row.vertex, tuple(row.triangle), row.use) == ("VERTEX", 17, (17, 17, 17), True)
+    bpy.ops.object.mode_set(mode="EDIT")
+    bpy.ops.mesh.select_all(action="DESELECT")
+    bpy.ops.object.mode_set(mode="OBJECT")
+    cloth.data.vertices[21].select = True
+    bpy.ops.object.mode_set(mode="EDIT")
+    assert bpy.ops.object.fit_to_target_bind_vertex() == {"FINISHED"}
+    bpy.ops.object.mode_set(mode="OBJECT")
+    assert s.bindings[s.active_binding_index].vertex == 21

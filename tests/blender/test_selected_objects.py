@@ -37,7 +37,7 @@ from test_addon_panel import draw, labels
 from test_batch import SCHEMA, schema_errors
 
 FIT_OP = fit_operators.OBJECT_OT_fit_to_target
-format_mm = addon_module("ui.panel").format_mm
+record_misfit = addon_module("ui.panel").record_misfit
 FitJob = job_module.FitJob
 MM = 1e-3
 
@@ -107,7 +107,7 @@ def test_panel_fits_every_selected_object_one_after_another(tmp_path: Path) -> N
     text = labels(log)
     for name in RUN_ORDER:
         row = text.index(name)
-        assert text[row + 1 : row + 3] == ["converged", format_mm(fitted[name]["rmse_m"])], text
+        assert text[row + 1 : row + 3] == ["converged", record_misfit(fitted[name], "rmse")], text
     assert ("operator property", "object.fit_to_target_revert", "Revert All", "all_objects", True) in log
     assert ("operator property", "object.fit_to_target_apply", "Apply All", "all_objects", True) in log
 

@@ -7,6 +7,7 @@ import pytest
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, fit
+from warp_core.fit.problem_io import load_problem, save_problem
 from warp_core.tracks.camera import Intrinsics, project
 from warp_core.tracks.loss import Reprojection
 from warp_core.tracks.targets import FootageTargets, TrackBinding
@@ -125,3 +126,17 @@ def test_bad_footage_targets_are_refused_by_name() -> None:
     problem = FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"], tracks=targets)
     with pytest.raises(FitError, match="no tape gradient"):
         fit(problem, FitSettings(optimizer="adam"))
+
+
+def test_a_footage_problem_survives_its_file(tmp_path) -> None:
+    mesh = hanging_sheet()
+    targets, x = footage(mesh, ClothParams(tension_stiffness=30.0), noise_px=0.3, seed=2)
+    problem = FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"], tracks=targets)
+    back = load_problem(save_problem(problem, tmp_path / "footage.npz"))
+    assert back.loss_kind == "tracks" and back.targets == [] and back.target_frames == FRAMES
+    assert back.tracks.intrinsics == targets.intrinsics and back.tracks.bindings == targets.bindings
+    for f in FRAMES:
+        np.testing.assert_array_equal(back.tracks.cameras[f], targets.cameras[f])
+    np.testing.assert_array_equal(back.tracks.marker_pixel, targets.marker_pixel)
+    before = Reprojection(targets, FRAMES, 1.0).residuals(x)
+    np.testing.assert_array_equal(Reprojection(back.tracks, FRAMES, 1.0).residuals(x), before)

@@ -90,32 +90,24 @@ def fit_scales(
     eps = EPSILON.get(precision, EPSILON["float32"])
     size = max(coordinate_scale, motion_m)
     noise = NOISE_ULPS * eps * size
-    if unit == "px":
-        stop = max(min(STOP_PX, STOP_FRACTION * motion_m), STOP_ULPS * eps * size)
-        tolerance = max(MATCH_PX, stop) if tolerance_m is None else float(tolerance_m)
-        stop = min(stop, tolerance)
-        return FitScales(
-            motion_m=float(motion_m),
-            noise_m=noise,
-            tolerance_m=tolerance,
-            stop_m=stop,
-            hold_m=HOLD_FRACTION * tolerance,
-            report_m=max(min(REPORT_PX, REPORT_FRACTION * motion_m), 0.1 * tolerance),
-            unit="px",
-        )
-    stop = max(min(rmse_tolerance_m, STOP_FRACTION * motion_m), STOP_ULPS * eps * size)
-    if tolerance_m is None:
-        tolerance = max(min(MATCH_M, MATCH_FRACTION * motion_m), noise, stop)
-    else:
+    pixels = unit == "px"
+    floor = STOP_PX if pixels else rmse_tolerance_m
+    stop = max(min(floor, STOP_FRACTION * motion_m), STOP_ULPS * eps * size)
+    if tolerance_m is not None:
         tolerance = float(tolerance_m)
         stop = min(stop, tolerance)
+    elif pixels:
+        tolerance = max(MATCH_PX, stop)
+    else:
+        tolerance = max(min(MATCH_M, MATCH_FRACTION * motion_m), noise, stop)
     return FitScales(
         motion_m=float(motion_m),
         noise_m=noise,
         tolerance_m=tolerance,
         stop_m=stop,
         hold_m=HOLD_FRACTION * tolerance,
-        report_m=max(min(REPORT_M, REPORT_FRACTION * motion_m), 0.1 * tolerance),
+        report_m=max(min(REPORT_PX if pixels else REPORT_M, REPORT_FRACTION * motion_m), 0.1 * tolerance),
+        unit=unit,
     )
 
 

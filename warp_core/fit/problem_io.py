@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,60 @@ import numpy as np
 from ..io import atomic_write
 from ..mesh import VERTEX_GROUP_FIELDS, ClothMesh
 from ..models import get_model
+from ..tracks.camera import Intrinsics
+from ..tracks.targets import FootageTargets, TrackBinding
 from .engine import problem_metadata
 from .problem import FitProblem, Target
+
+_MARKER_ARRAYS = ("marker_frame", "marker_track", "marker_pixel", "marker_weight")
+
+
+def _save_tracks(tracks: FootageTargets, arrays: dict[str, np.ndarray]) -> dict:
+    """Footage targets into ``arrays`` (markers, cameras, bindings) and their JSON header."""
+    for name in _MARKER_ARRAYS:
+        arrays[f"tracks_{name}"] = np.asarray(getattr(tracks, name))
+    frames = sorted(tracks.cameras)
+    arrays["tracks_camera_frames"] = np.array(frames, dtype=np.int64)
+    arrays["tracks_cameras"] = np.array([tracks.cameras[f] for f in frames], dtype=np.float64).reshape(
+        -1, 4, 4
+    )
+    arrays["tracks_binding_vertices"] = np.array([b.vertices for b in tracks.bindings], dtype=np.int64)
+    arrays["tracks_binding_barycentric"] = np.array(
+        [b.barycentric for b in tracks.bindings], dtype=np.float64
+    )
+    return {
+        "intrinsics": asdict(tracks.intrinsics),
+        "track_names": tracks.track_names(),
+        "huber_px": tracks.huber_px,
+        "clip": tracks.clip,
+        "camera": tracks.camera,
+    }
+
+
+def _load_tracks(meta: dict, arrays: dict[str, np.ndarray]) -> FootageTargets:
+    intrinsics = dict(meta["intrinsics"])
+    intrinsics["principal_px"] = tuple(intrinsics["principal_px"])
+    intrinsics["coefficients"] = tuple(intrinsics["coefficients"])
+    bindings = [
+        TrackBinding(name, tuple(int(v) for v in vertices), tuple(float(w) for w in bary))
+        for name, vertices, bary in zip(
+            meta["track_names"],
+            arrays["tracks_binding_vertices"],
+            arrays["tracks_binding_barycentric"],
+            strict=True,
+        )
+    ]
+    cameras = dict(zip(arrays["tracks_camera_frames"].tolist(), arrays["tracks_cameras"], strict=True))
+    return FootageTargets(
+        Intrinsics(**intrinsics),
+        bindings,
+        cameras,
+        *(arrays[f"tracks_{name}"] for name in _MARKER_ARRAYS),
+        huber_px=float(meta["huber_px"]),
+        clip=meta.get("clip", ""),
+        camera=meta.get("camera", ""),
+    )
+
 
 FORMAT_VERSION = 1
 
@@ -44,6 +97,8 @@ def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
         if t.weights is not None:
             arrays[f"target{k}_weights"] = np.asarray(t.weights, dtype=np.float64)
     meta = {"format": "fit_to_target.problem", "version": FORMAT_VERSION, **problem_metadata(problem)}
+    if problem.tracks is not None:
+        meta["tracks"] = _save_tracks(problem.tracks, arrays)
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     return atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
 
@@ -80,6 +135,8 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             **{name: arrays.get(name) for name in VERTEX_GROUP_FIELDS},
         )
         params = model.settings_from_dict(meta["params"])
+        tracks = _load_tracks(meta["tracks"], arrays) if "tracks" in meta else None
+        frames = [] if tracks is not None else meta["target_frames"]
         targets = [
             Target(
                 frame=int(frame),
@@ -87,7 +144,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
                 triangles=arrays.get(f"target{k}_triangles"),
                 weights=arrays.get(f"target{k}_weights"),
             )
-            for k, frame in enumerate(meta["target_frames"])
+            for k, frame in enumerate(frames)
         ]
         return FitProblem(
             mesh=mesh,
@@ -100,6 +157,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             goals=arrays.get("goals"),
             loss=meta.get("loss", "auto"),
             model=model_name,
+            tracks=tracks,
         )
     except (KeyError, TypeError) as e:
         raise ValueError(f"{path}: incomplete problem file ({e})") from e
