@@ -285,9 +285,15 @@ def read_footage(
     return targets, targets.frames
 
 
-def store_bindings(settings: bpy.types.PropertyGroup, spec: FootageSpec, errors: dict[str, float]) -> None:
-    """The bindings a fit used into the object's binding list, with each track's RMS pixel
-    error (tracks the fit did not use keep their rows)."""
+def store_bindings(
+    settings: bpy.types.PropertyGroup,
+    spec: FootageSpec,
+    errors: dict[str, float],
+    refined: dict[str, list[float]],
+) -> None:
+    """The bindings a fit used into the object's binding list, where its markers put each
+    track (``refined`` barycentrics), with each track's RMS pixel error (tracks the fit did
+    not use keep their rows)."""
     rows = {b.track: b for b in settings.bindings}
     for b in spec.bindings:
         row = rows.get(b.track)
@@ -296,7 +302,7 @@ def store_bindings(settings: bpy.types.PropertyGroup, spec: FootageSpec, errors:
             row.track = b.track
             rows[b.track] = row
         row.how, row.weight, row.use = b.how, b.weight, True
-        row.triangle, row.barycentric = b.vertices, b.barycentric
+        row.triangle, row.barycentric = b.vertices, refined.get(b.track, b.barycentric)
     for row in settings.bindings:
         row.error_px = errors.get(row.track, -1.0)
 

@@ -36,7 +36,7 @@ def write_back(
         unbake_object(ob)
     ob.fit_to_target.result_json = json.dumps(record)
     if prepared.request.footage is not None:
-        store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors)
+        store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors, result.track_bindings)
     # Revert goes back to what the modifier holds now, even if an earlier fit was applied
     ob.fit_to_target.applied = False
     apply_result(ob)

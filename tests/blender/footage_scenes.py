@@ -287,7 +287,7 @@ def _camera_keys() -> list:
     return keys
 
 
-def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = False) -> dict:
+def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = False, seed: int = 7) -> dict:
     """The cloth (modifier at Blender's defaults), a clip of its tracked vertices at TRUTH with
     0.5 px noise and 10 % of markers muted; with ``solve``, 40 static background points too
     (0.5 px noise), Blender's camera solve and the solve oriented onto them (the true camera
@@ -305,7 +305,7 @@ def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = F
     for k, v in DEFAULTS.items():
         setattr(mod.settings, k, v)
     intr = clip_intrinsics(clip)
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     points = {f"cloth{v}": {f: truth[f - 1][v] for f in range(1, FRAMES + 1)} for v in TRACKED}
     # with a camera solve, the cloth's tracks are an object's (Blender's camera solve uses the
     # camera's tracks only; the cloth moves)

@@ -131,6 +131,7 @@ def run_objective(
         tolerance,
         settings.rmse_tolerance_m,
         unit,
+        objective.noise_rmse() if unit == "px" else None,
     )
     points = objective.matched_points()
     opt_settings = OptimizeSettings(
@@ -147,7 +148,11 @@ def run_objective(
     )
     try:
         if optimizer == "lm":
-            options = _search_options(problem, spec, settings, 0.5 * points * scales.tolerance_m**2)
+            # noisy markers: a valley within the tolerance need not be the best one (see
+            # outcome.NOISE_SLACK): the global phase looks on until one is as close as the noise
+            enough = min(scales.tolerance_m, scales.jitter_m or math.inf)
+            matched = 0.5 * points * enough**2
+            options = _search_options(problem, spec, settings, matched)
             found = search(objective, spec, opt_settings, options, progress=progress, cancel=cancel)
         else:
             result = adam(objective, spec, opt_settings, progress=progress, cancel=cancel)

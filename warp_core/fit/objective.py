@@ -283,6 +283,26 @@ class FitObjective:
         x, _ = self.positions(values)
         return self.tracks.per_track(x)
 
+    def noise_rmse(self) -> float | None:
+        """Footage: the reprojection RMSE the markers' own noise explains at the best values
+        (sqrt(2) x their per-axis jitter, less the degrees of freedom the fit and the profiled
+        bindings take), at the top of what the jitter's estimate allows (two standard errors);
+        None otherwise or when the tracks are too short to tell."""
+        jitter = self.problem.tracks.jitter_px() if self.kind == "tracks" else None
+        if jitter is None:
+            return None
+        sigma, relative_error = jitter
+        entries = 2 * self.tracks.marker_count
+        free = entries - len(self.names) - 2 * self.tracks.profiled_count
+        return math.sqrt(2.0) * sigma * (1.0 + 2.0 * relative_error) * math.sqrt(max(free, 1) / entries)
+
+    def track_bindings(self, values: dict[str, float]) -> dict[str, list[float]]:
+        """Track name -> barycentrics its markers put it at (empty unless footage targets)."""
+        if self.kind != "tracks":
+            return {}
+        x, _ = self.positions(values)
+        return self.tracks.binding_map(x)
+
     def rmse(self, values: dict[str, float]) -> float:
         x, _ = self.positions(values)
         if self.kind == "tracks":

@@ -54,6 +54,10 @@ class FitResult:
     # motion, tolerance, rounding gap, per-vertex errors, which are per marker) is in pixels
     unit: str = "m"
     track_errors: dict[str, float] = field(default_factory=dict)  # track -> RMS px, worst first
+    # track -> the barycentrics its markers put it at (the binding's triangle, its affine frame)
+    track_bindings: dict[str, list[float]] = field(default_factory=dict)
+    # footage with the automatic tolerance: the RMSE the markers' own noise explains
+    noise_rmse: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -92,4 +96,6 @@ class FitResult:
                 out[f"{key}_px"] = out.pop(f"{key}_m")
             out["unit"] = "px"
             out["track_errors_px"] = dict(self.track_errors)
+            out["track_bindings"] = {k: list(v) for k, v in self.track_bindings.items()}
+            out["noise_rmse_px"] = self.noise_rmse
         return out

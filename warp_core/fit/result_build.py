@@ -13,7 +13,7 @@ from .global_search import SearchResult
 from .identifiability import add_confidence_ranges, identifiability
 from .objective import FitObjective
 from .optimize import Counter, eval_jacobian
-from .outcome import SPREAD_PX, FitScales, classify, failed_reason, rounding_check
+from .outcome import NOISE_SLACK, SPREAD_PX, FitScales, classify, failed_reason, rounding_check
 from .problem import FitProblem
 from .result import FitResult
 from .spec import ParameterSpec
@@ -58,9 +58,14 @@ def build_result(
         if scales.unit == "px":
             # noisy markers: what is left at the optimum is their noise; the matched range is
             # what the tolerance leaves above it
-            residual_norm = float(np.linalg.norm(objective.residuals(values)))
+            residuals = objective.residuals(values)
+            residual_norm = float(np.linalg.norm(residuals))
             tolerance_norm = math.sqrt(max(tolerance_norm**2 - residual_norm**2, 0.0))
-            noise = (residual_norm, SPREAD_PX)
+            # each profiled binding took two degrees of freedom: the noise is larger than the
+            # residual per entry says
+            free = len(residuals) - jac.shape[1]
+            kept = max(free - 2 * objective.tracks.profiled_count, 1)
+            noise = (residual_norm * math.sqrt(max(free, 1) / kept), SPREAD_PX)
         ident = identifiability(
             jac,
             spec.free_names,
@@ -134,6 +139,8 @@ def build_result(
         rounding_gap_m=rounding_gap,
         unit=scales.unit,
         track_errors=objective.track_errors(values),
+        track_bindings=objective.track_bindings(values),
+        noise_rmse=scales.jitter_m / NOISE_SLACK if scales.jitter_m is not None else None,
     )
 
 

@@ -77,6 +77,9 @@ class JointObjective:
     def track_errors(self, values: dict[str, float]) -> dict[str, float]:
         return {}
 
+    def track_bindings(self, values: dict[str, float]) -> dict[str, list[float]]:
+        return {}
+
     def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
         jac = np.vstack([m.log_jacobian(values) for m in self.members])
         self.last_jacobian = (tuple(sorted(values.items())), jac)

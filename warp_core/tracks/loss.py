@@ -1,23 +1,30 @@
 """Reprojection mismatch of footage targets, in pixels.
 
 For every marker the bound surface point of the simulated mesh at the marker's frame is
-projected through the camera (lens distortion applied, :func:`.camera.project`) and
-compared with the marker. The residuals are Huber-scaled: ``r = sqrt(w) * s(|e|) * e`` with
-``s = 1`` up to the threshold ``d`` and ``s = sqrt(2 d / |e| - d^2 / |e|^2)`` beyond it, so
-``0.5 |r|^2`` is Huber's loss of the pixel error (quadratic near zero, linear past ``d``)
-and ``r`` stays continuously differentiable for Levenberg-Marquardt. Weights are the
-markers' track weights, scaled to a mean of 1, so ``0.5 |r|^2 = 0.5 K RMSE^2`` for ``K``
-markers while all errors are below the threshold.
+projected through the camera (lens distortion applied, :mod:`.camera`) and compared with
+the marker. The residuals are Huber-scaled: ``r = sqrt(w) * s(|e|) * e`` with ``s = 1`` up
+to the threshold ``d`` and ``s = sqrt(2 d / |e| - d^2 / |e|^2)`` beyond it, so ``0.5 |r|^2``
+is Huber's loss of the pixel error (quadratic near zero, linear past ``d``) and ``r`` stays
+continuously differentiable for Levenberg-Marquardt. Weights are the markers' track
+weights, scaled to a mean of 1, so ``0.5 |r|^2 = 0.5 K RMSE^2`` for ``K`` markers while all
+errors are below the threshold.
 
-Tangents ``(dr/dx) dx`` are central differences of the residuals in position space: the
-projection is smooth and cheap, and a step of 1e-6 of the scene size is exact to ~1e-9.
+Where a track sits on the surface is known only as well as the one marker it was bound by
+(a ray through a noisy start-frame marker lands millimetres off, centimetres at a grazing
+view), and that offset would bias the material. So each track's binding is profiled out:
+for every rollout, its two barycentric degrees of freedom (the point may leave its triangle
+a little, following the triangle's affine frame) are re-solved by Gauss-Newton to minimize
+the track's own residuals, starting from the binding given. The residuals are those of the
+profiled bindings; their tangents ``(dr/dx) dx`` are central differences in position space
+(the projection is smooth and cheap) with each side's bindings re-solved from the base
+point's: the exact first-order change of the profiled residuals.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .camera import project
+from .camera import normalized_to_pixels
 from .targets import FootageTargets
 
 __all__ = ["Reprojection"]
@@ -26,101 +33,187 @@ __all__ = ["Reprojection"]
 _TANGENT_STEP = 1e-6
 # how far off (in image diagonals) a bound point behind the camera counts
 _BEHIND = 10.0
+# profiled bindings: Gauss-Newton iterations and when they have converged, the barycentric
+# step of their difference Jacobian, how far outside its triangle a bound point may move (a
+# barycentric coordinate down to -_REACH), and the fewest markers a track needs to be
+# profiled (2 unknowns)
+_PROFILE_ITERATIONS = 25
+_PROFILE_CONVERGED = 1e-13
+_BARY_STEP = 1e-6
+_REACH = 0.5
+_PROFILE_MIN_MARKERS = 3
+# the two directions a binding moves in (barycentric changes that keep the sum 1)
+_DIRECTIONS = np.array([[-1.0, 1.0, 0.0], [-1.0, 0.0, 1.0]])
 
 
 class Reprojection:
     """Residuals, errors and reports of footage targets for rollouts recorded at ``frames``."""
 
-    def __init__(self, targets: FootageTargets, frames: list[int], scene_size: float) -> None:
+    def __init__(
+        self, targets: FootageTargets, frames: list[int], scene_size: float, profile: bool = True
+    ) -> None:
         self.targets = targets
         used = np.asarray(targets.marker_weight, dtype=np.float64) > 0.0
         row = {f: k for k, f in enumerate(frames)}
         self.marker_frame = np.asarray(targets.marker_frame)[used].astype(np.int64)
         self.frame_row = np.array([row[int(f)] for f in self.marker_frame], dtype=np.int64)
-        track = np.asarray(targets.marker_track)[used].astype(np.int64)
-        self.marker_track = track
-        self.triangles = np.array([b.vertices for b in targets.bindings], dtype=np.int64)[track]
-        self.barycentric = np.array([b.barycentric for b in targets.bindings], dtype=np.float64)[track]
+        self.marker_track = np.asarray(targets.marker_track)[used].astype(np.int64)
+        self.track_vertices = np.array([b.vertices for b in targets.bindings], dtype=np.int64)
+        self.base_bary = np.array([b.barycentric for b in targets.bindings], dtype=np.float64)
         self.pixels = np.asarray(targets.marker_pixel, dtype=np.float64)[used]
         weight = np.asarray(targets.marker_weight, dtype=np.float64)[used]
         self.weight = weight / weight.mean()
         self.sqrt_w = np.sqrt(self.weight)
         self.huber = float(targets.huber_px)
-        self.by_frame = [(f, np.flatnonzero(self.marker_frame == f)) for f in sorted(set(self.marker_frame))]
         self.step = _TANGENT_STEP * max(scene_size, 1e-9)
         intr = targets.intrinsics
         self.behind_px = _BEHIND * float(np.hypot(intr.width, intr.height))
+        # each marker's camera: rotation with normalized columns, and position
+        cameras = [targets.cameras[int(f)] for f in self.marker_frame]
+        m = np.array(cameras, dtype=np.float64).reshape(-1, 4, 4)
+        self.rotation = m[:, :3, :3] / np.linalg.norm(m[:, :3, :3], axis=1, keepdims=True)
+        self.origin = m[:, :3, 3]
+        counts = np.bincount(self.marker_track, minlength=len(targets.bindings))
+        self.profiled = (counts >= _PROFILE_MIN_MARKERS) if profile else np.zeros(len(counts), bool)
 
     @property
     def marker_count(self) -> int:
         return len(self.pixels)
 
-    def points(self, x: np.ndarray) -> np.ndarray:
-        """(K, 3) world position of each marker's bound surface point (x: frames, N, 3)."""
-        corners = x[self.frame_row[:, None], self.triangles]  # (K, 3, 3)
-        return np.einsum("kj,kjd->kd", self.barycentric, corners)
+    # ------------------------------------------------------------------ projection
+    def _points(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
+        """(K, 3) each marker's bound point with per-track barycentrics ``bary`` (T, 3)."""
+        corners = x[self.frame_row[:, None], self.track_vertices[self.marker_track]]  # (K, 3, 3)
+        return np.einsum("kj,kjd->kd", bary[self.marker_track], corners)
 
-    def projected(self, x: np.ndarray) -> np.ndarray:
-        """(K, 2) pixel position of each marker's bound point, through the camera of its frame."""
-        p = self.points(x)
-        out = np.empty((len(p), 2))
-        for frame, idx in self.by_frame:
-            out[idx] = project(p[idx], self.targets.cameras[int(frame)], self.targets.intrinsics)
-        return out
+    def _project(self, points: np.ndarray) -> np.ndarray:
+        """(K, 2) pixels of each marker's point through its own frame's camera (NaN behind it)."""
+        cam = np.einsum("kji,kj->ki", self.rotation, points - self.origin)
+        z = -cam[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            normalized = cam[:, :2] / z[:, None]
+        normalized[z <= 0.0] = np.nan
+        return normalized_to_pixels(normalized, self.targets.intrinsics)
 
-    def errors(self, x: np.ndarray) -> np.ndarray:
-        """(K, 2) pixel error of each marker: projection minus marker. A point behind the
-        camera has no image: it counts as ``_BEHIND`` image diagonals off, so a rollout
-        that carries the cloth out of the camera's view scores badly instead of not at all."""
-        e = self.projected(x) - self.pixels
+    def _errors(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
+        """(K, 2) projection minus marker. A point behind the camera has no image: it counts as
+        ``_BEHIND`` image diagonals off, so a rollout that carries the cloth out of view scores
+        badly instead of not at all."""
+        e = self._project(self._points(x, bary)) - self.pixels
         return np.where(np.isfinite(e), e, self.behind_px)
 
-    def residuals(self, x: np.ndarray) -> np.ndarray:
-        e = self.errors(x)
+    def _scaled(self, e: np.ndarray) -> np.ndarray:
+        """(K, 2) Huber-scaled weighted residuals of pixel errors ``e``."""
         s = np.linalg.norm(e, axis=1)
         d = self.huber
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(s <= d, 1.0, np.sqrt(np.maximum(2.0 * d / s - (d / s) ** 2, 0.0)))
-        return (self.sqrt_w * scale)[:, None].repeat(2, axis=1).ravel() * e.ravel()
+        return (self.sqrt_w * scale)[:, None] * e
+
+    # ------------------------------------------------------------------ profiled bindings
+    def _binding_jacobian(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
+        """(K, 2, 2) d scaled residual / d binding direction, per marker (central differences)."""
+        cols = []
+        for direction in _DIRECTIONS:
+            h = _BARY_STEP * direction
+            up, down = self._scaled(self._errors(x, bary + h)), self._scaled(self._errors(x, bary - h))
+            cols.append((up - down) / (2 * _BARY_STEP))
+        return np.stack(cols, axis=2)
+
+    def _per_track(self, values: np.ndarray) -> np.ndarray:
+        """Sum of per-marker arrays over each track's markers: (T, ...)."""
+        out = np.zeros((len(self.base_bary), *values.shape[1:]))
+        np.add.at(out, self.marker_track, values)
+        return out
+
+    def bindings(self, x: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """(T, 3) each track's barycentrics that best explain its markers for rollout ``x``
+        (Gauss-Newton from the given bindings, or from ``start``)."""
+        bary = (self.base_bary if start is None else start).copy()
+        if not self.profiled.any():
+            return bary
+        for _ in range(_PROFILE_ITERATIONS):
+            r = self._scaled(self._errors(x, bary))
+            jac = self._binding_jacobian(x, bary)
+            normal = self._per_track(np.einsum("kai,kaj->kij", jac, jac))
+            gradient = self._per_track(np.einsum("kai,ka->ki", jac, r))
+            ok = self.profiled & (np.abs(np.linalg.det(normal)) > 1e-300)
+            step = np.zeros((len(bary), 2))
+            step[ok] = -np.linalg.solve(normal[ok], gradient[ok][..., None])[..., 0]
+            moved = bary + step @ _DIRECTIONS
+            # a point may leave its triangle only a little: shorten steps that go further
+            low = moved.min(axis=1)
+            now = bary.min(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                shrink = np.where(low < -_REACH, (now + _REACH) / (now - low), 1.0)
+            bary = bary + np.clip(shrink, 0.0, 1.0)[:, None] * (step @ _DIRECTIONS)
+            if np.abs(step).max(initial=0.0) < _PROFILE_CONVERGED:
+                break
+        return bary
+
+    # ------------------------------------------------------------------ what the fit sees
+    def errors(self, x: np.ndarray) -> np.ndarray:
+        """(K, 2) pixel error of each marker at the profiled bindings."""
+        return self._errors(x, self.bindings(x))
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        return self._scaled(self.errors(x)).ravel()
 
     def residual_tangents(self, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
-        """``(dr/dx) dx`` at positions ``x`` (central difference, see the module docstring)."""
+        """``(dr/dx) dx`` of the profiled residuals at positions ``x`` (see the module docstring)."""
         size = float(np.abs(dx).max())
         if size == 0.0 or not np.isfinite(size):
             return np.zeros(2 * self.marker_count)
+        bary = self.bindings(x)
         h = self.step / size
-        return (self.residuals(x + h * dx) - self.residuals(x - h * dx)) / (2.0 * h)
+        sides = []
+        for xs in (x + h * dx, x - h * dx):
+            # re-profiled from the base point's bindings, which lie next to each side's
+            sides.append(self._scaled(self._errors(xs, self.bindings(xs, start=bary))))
+        return ((sides[0] - sides[1]) / (2 * h)).ravel()
 
     def rmse(self, x: np.ndarray) -> float:
         """Weighted RMS pixel error over all markers."""
-        e2 = np.sum(self.errors(x) ** 2, axis=1)
-        return float(np.sqrt(np.sum(self.weight * e2) / np.sum(self.weight)))
+        return self._rms(self.errors(x))
+
+    def _rms(self, e: np.ndarray) -> float:
+        return float(np.sqrt(np.sum(self.weight * np.sum(e**2, axis=1)) / np.sum(self.weight)))
 
     def per_frame(self, x: np.ndarray) -> dict[int, np.ndarray]:
         """Scene frame -> pixel error of each of its markers."""
         e = np.linalg.norm(self.errors(x), axis=1)
-        return {int(f): e[idx] for f, idx in self.by_frame}
+        return {int(f): e[self.marker_frame == f] for f in sorted(set(self.marker_frame.tolist()))}
 
     def per_track(self, x: np.ndarray) -> dict[str, float]:
         """Track name -> RMS pixel error of its markers, worst first."""
         e2 = np.sum(self.errors(x) ** 2, axis=1)
         names = self.targets.track_names()
-        out = {}
-        for k in sorted(set(self.marker_track.tolist())):
-            sel = self.marker_track == k
-            out[names[k]] = float(np.sqrt(np.mean(e2[sel])))
+        tracks = set(self.marker_track.tolist())
+        out = {names[k]: float(np.sqrt(np.mean(e2[self.marker_track == k]))) for k in tracks}
         return dict(sorted(out.items(), key=lambda item: -item[1]))
 
     def change(self, x0: np.ndarray, x1: np.ndarray) -> float:
-        """RMS pixel distance between the projections of two rollouts: how far a change of
-        the motion moves what the camera sees."""
-        d = self.projected(x1) - self.projected(x0)
-        return float(np.sqrt(np.mean(np.sum(d**2, axis=1))))
+        """RMS pixel distance between the projections of two rollouts (the same bindings): how
+        far a change of the motion moves what the camera sees."""
+        bary = self.bindings(x0)
+        d = self._project(self._points(x1, bary)) - self._project(self._points(x0, bary))
+        return float(np.sqrt(np.nanmean(np.sum(d**2, axis=1))))
 
     def motion(self, rest: np.ndarray) -> float:
-        """RMS pixel distance of the markers from the cloth left at rest: what there is to fit."""
+        """RMS pixel distance of the markers from the cloth left at rest, as bound: what there is
+        to fit."""
         still = np.broadcast_to(rest, (int(self.frame_row.max()) + 1, *rest.shape))
-        return self.rmse(still)
+        return self._rms(self._errors(still, self.base_bary))
 
     def residual_scale(self) -> np.ndarray:
         return np.repeat(1.0 / self.sqrt_w, 2)
+
+    def binding_map(self, x: np.ndarray) -> dict[str, list[float]]:
+        """Track name -> its profiled barycentrics (in its triangle's affine frame)."""
+        names = self.targets.track_names()
+        return {n: [float(v) for v in b] for n, b in zip(names, self.bindings(x), strict=True)}
+
+    @property
+    def profiled_count(self) -> int:
+        """Tracks whose binding is profiled: each takes two degrees of freedom off the residuals."""
+        return int(self.profiled.sum())
