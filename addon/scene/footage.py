@@ -222,9 +222,11 @@ def read_footage(
     rest: np.ndarray,
     polygons: list,
     cache: tuple[int, int],
+    notes: list[str],
 ) -> tuple[FootageTargets, list[int]]:
     """The footage targets and the scene frames whose camera matrices are still to be read
-    (``cameras`` is filled by :func:`read_camera` as the scene steps through them)."""
+    (``cameras`` is filled by :func:`read_camera` as the scene steps through them); what the
+    result should say about them is added to ``notes``."""
     start, end = cache
     footage = find_footage(scene, cloth, spec)
     bindings = list(spec.bindings)
@@ -255,7 +257,7 @@ def read_footage(
         for f, p in _scene_frames(footage, track):
             if f > end:
                 late.setdefault(b.track, []).append(f)
-            elif f > start:
+            elif f >= start:  # at the start frame: the cloth at rest, where the track sits
                 frames.append(f)
                 tracks.append(k)
                 pixels.append(p)
@@ -269,6 +271,13 @@ def read_footage(
     if not frames or sum(weights) <= 0.0:
         raise FitInputError(
             f"the bound tracks have no enabled markers between frames {start + 1} and {end}: nothing to fit"
+        )
+    if footage.solve_driven:
+        error = footage.reconstruction.average_error
+        notes.append(
+            f"camera '{footage.camera.name}' follows the solve of Movie Clip '{footage.clip.name}' "
+            f"(average error {error:.3g} px): the solve's error biases the fitted values and is not "
+            "in their confidence ranges"
         )
     targets = FootageTargets(
         footage.intrinsics,

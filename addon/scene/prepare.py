@@ -33,7 +33,7 @@ def prepare_fit(
     device = resolve_device(request.device)
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     last = max((t.frame for t in request.targets), default=start)
-    footage, wanted = None, set()
+    footage, wanted, notes = None, set(), []
     by_frame: dict[int, list[tuple[int, TargetSpec]]] = {}
     for k, t in enumerate(request.targets):
         by_frame.setdefault(t.frame, []).append((k, t))
@@ -61,7 +61,7 @@ def prepare_fit(
             raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
         if request.footage is not None:
             footage, marker_frames = read_footage(
-                scene, ob, request.footage, mesh.vertices, mesh.polygons(), (start, end)
+                scene, ob, request.footage, mesh.vertices, mesh.polygons(), (start, end), notes
             )
             wanted, last = set(marker_frames), max(marker_frames)
         frames = list(range(start, last + 1))
@@ -111,7 +111,7 @@ def prepare_fit(
         tolerance_px=request.tolerance_px,
         precision=model.precision,
     )
-    warnings = unmodeled_warnings(scene, ob, mod, request)
+    warnings = unmodeled_warnings(scene, ob, mod, request) + notes
     return PreparedFit(request, problem, settings, modifier_values, (start, end), warnings)
 
 

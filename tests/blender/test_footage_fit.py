@@ -53,4 +53,5 @@ def test_fit_to_tracks_through_a_distorted_lens_and_blenders_camera_solve(tmp_pa
     assert scene["camera"].constraints[0].type == "CAMERA_SOLVER"
     assert scene["camera"].animation_data is None or scene["camera"].animation_data.action is None
     record = check_fit(scene)
+    assert any("follows the solve of Movie Clip" in w for w in record["warnings"]), record["warnings"]
     print("solved footage fit:", record["params"], record["rmse_px"], record["replay_px"], record["seconds"])

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import one_line
 from ..models import get_model
 from .adam import adam
+from .footage import fit_footage
 from .global_search import SearchOptions, SearchResult, search
 from .objective import FitObjective
 from .optimize import FitDivergedError, OptimizeSettings
@@ -87,6 +88,8 @@ def _fit(
         objective = FitObjective(problem, settings, spec.names, spec=spec)
     except ValueError as e:
         raise FitError(one_line(e)) from e
+    if objective.kind == "tracks":
+        return fit_footage(problem, spec, objective, settings, progress, cancel, t0, run_objective)
     return run_objective(problem, spec, objective, settings, progress, cancel, t0)
 
 
@@ -148,10 +151,7 @@ def run_objective(
     )
     try:
         if optimizer == "lm":
-            # noisy markers: a valley within the tolerance need not be the best one (see
-            # outcome.NOISE_SLACK): the global phase looks on until one is as close as the noise
-            enough = min(scales.tolerance_m, scales.jitter_m or math.inf)
-            matched = 0.5 * points * enough**2
+            matched = 0.5 * points * scales.tolerance_m**2
             options = _search_options(problem, spec, settings, matched)
             found = search(objective, spec, opt_settings, options, progress=progress, cancel=cancel)
         else:

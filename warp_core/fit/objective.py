@@ -91,7 +91,8 @@ class FitObjective:
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
         if self.kind == "tracks":
-            self.tracks = Reprojection(problem.tracks, self.frames, extent)
+            rest = (problem.start_frame, problem.mesh.vertices)
+            self.tracks = Reprojection(problem.tracks, self.frames, extent, rest)
         elif self.kind == "vertex":
             self.weights = [
                 np.ones(n) if t.weights is None else np.asarray(t.weights, float) for t in self.targets

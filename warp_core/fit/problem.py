@@ -53,7 +53,7 @@ class FitProblem:
     @property
     def target_frames(self) -> list[int]:
         if self.tracks is not None:
-            return self.tracks.frames
+            return [f for f in self.tracks.frames if f > self.start_frame]
         return sorted(t.frame for t in self.targets)
 
     @property

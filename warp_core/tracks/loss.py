@@ -9,9 +9,11 @@ continuously differentiable for Levenberg-Marquardt. Weights are the markers' tr
 weights, scaled to a mean of 1, so ``0.5 |r|^2 = 0.5 K RMSE^2`` for ``K`` markers while all
 errors are below the threshold.
 
-Where a track sits on the surface is known only as well as the one marker it was bound by
-(a ray through a noisy start-frame marker lands millimetres off, centimetres at a grazing
-view), and that offset would bias the material. So each track's binding is profiled out:
+Markers at the start frame see the cloth at rest (``rest``, the same for every value of the
+parameters): they say where each track sits on it and nothing of the material. Where a track
+sits is known only as well as its markers tell (a ray through one noisy start-frame marker
+lands millimetres off, centimetres at a grazing view), and that offset would bias the
+material. So each track's binding is profiled out:
 for every rollout, its two barycentric degrees of freedom (the point may leave its triangle
 a little, following the triangle's affine frame) are re-solved by Gauss-Newton to minimize
 the track's own residuals, starting from the binding given. The residuals are those of the
@@ -50,11 +52,23 @@ class Reprojection:
     """Residuals, errors and reports of footage targets for rollouts recorded at ``frames``."""
 
     def __init__(
-        self, targets: FootageTargets, frames: list[int], scene_size: float, profile: bool = True
+        self,
+        targets: FootageTargets,
+        frames: list[int],
+        scene_size: float,
+        rest: tuple[int, np.ndarray] | None = None,
+        profile: bool = True,
     ) -> None:
+        """``frames``: the rollout's recorded frames; ``rest``: (start frame, the cloth's
+        positions there), for the markers at the start frame (else they must not be any)."""
         self.targets = targets
         used = np.asarray(targets.marker_weight, dtype=np.float64) > 0.0
-        row = {f: k for k, f in enumerate(frames)}
+        # row 0 of the positions is the cloth at rest, then the rollout's frames
+        row = {f: k + 1 for k, f in enumerate(frames)}
+        self.rest = None
+        if rest is not None:
+            row[int(rest[0])] = 0
+            self.rest = np.asarray(rest[1], dtype=np.float64)[None]
         self.marker_frame = np.asarray(targets.marker_frame)[used].astype(np.int64)
         self.frame_row = np.array([row[int(f)] for f in self.marker_frame], dtype=np.int64)
         self.marker_track = np.asarray(targets.marker_track)[used].astype(np.int64)
@@ -82,8 +96,11 @@ class Reprojection:
 
     # ------------------------------------------------------------------ projection
     def _points(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
-        """(K, 3) each marker's bound point with per-track barycentrics ``bary`` (T, 3)."""
-        corners = x[self.frame_row[:, None], self.track_vertices[self.marker_track]]  # (K, 3, 3)
+        """(K, 3) each marker's bound point with per-track barycentrics ``bary`` (T, 3), for
+        the rollout ``x`` (frames, N, 3) behind the rest positions."""
+        rest = self.rest if self.rest is not None else np.zeros((1, *x.shape[1:]))
+        stacked = np.concatenate([rest, x])
+        corners = stacked[self.frame_row[:, None], self.track_vertices[self.marker_track]]  # (K, 3, 3)
         return np.einsum("kj,kjd->kd", bary[self.marker_track], corners)
 
     def _project(self, points: np.ndarray) -> np.ndarray:
@@ -202,7 +219,7 @@ class Reprojection:
     def motion(self, rest: np.ndarray) -> float:
         """RMS pixel distance of the markers from the cloth left at rest, as bound: what there is
         to fit."""
-        still = np.broadcast_to(rest, (int(self.frame_row.max()) + 1, *rest.shape))
+        still = np.broadcast_to(rest, (int(self.frame_row.max()), *rest.shape))
         return self._rms(self._errors(still, self.base_bary))
 
     def residual_scale(self) -> np.ndarray:

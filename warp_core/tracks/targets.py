@@ -52,7 +52,7 @@ class FootageTargets:
     intrinsics: Intrinsics
     bindings: list[TrackBinding]
     cameras: dict[int, np.ndarray]  # scene frame -> camera matrix_world (4, 4)
-    marker_frame: np.ndarray  # (K,) scene frames
+    marker_frame: np.ndarray  # (K,) scene frames (at the start frame: the cloth at rest)
     marker_track: np.ndarray  # (K,) index into ``bindings``
     marker_pixel: np.ndarray  # (K, 2) pixels, bottom-left origin
     marker_weight: np.ndarray  # (K,) >= 0 (a track's weight; 0 leaves the marker out)
@@ -123,12 +123,14 @@ class FootageTargets:
             bary = np.asarray(b.barycentric, dtype=np.float64)
             if not np.all(np.isfinite(bary)) or abs(bary.sum() - 1.0) > 1e-6:
                 raise ValueError(f"track {b.track!r}: barycentric coordinates must sum to 1")
-        early = sorted({int(f) for f in self.marker_frame if f <= start_frame})
+        early = sorted({int(f) for f in self.marker_frame if f < start_frame})
         if early:
             raise ValueError(
-                f"footage targets: markers at frame(s) {early[:5]} are not after the simulation start "
+                f"footage targets: markers at frame(s) {early[:5]} are before the simulation start "
                 f"frame {start_frame}"
             )
+        if not any(f > start_frame for f in self.frames):
+            raise ValueError(f"footage targets: no markers after the simulation start frame {start_frame}")
         missing = [f for f in self.frames if f not in self.cameras]
         if missing:
             raise ValueError(f"footage targets: no camera matrix at frame(s) {missing[:5]}")
