@@ -276,8 +276,8 @@ def read_footage(
         error = footage.reconstruction.average_error
         notes.append(
             f"camera '{footage.camera.name}' follows the solve of Movie Clip '{footage.clip.name}' "
-            f"(average error {error:.3g} px): the solve's error biases the fitted values and is not "
-            "in their confidence ranges"
+            f"(average error {error:.3g} px): the confidence ranges count a camera off by that much "
+            "(shifted, turned or scaled in the image), not a wrongly oriented or scaled solve"
         )
     targets = FootageTargets(
         footage.intrinsics,
@@ -290,6 +290,7 @@ def read_footage(
         huber_px=spec.huber_px,
         clip=footage.clip.name,
         camera=footage.camera.name,
+        camera_error_px=float(footage.reconstruction.average_error) if footage.solve_driven else None,
     )
     return targets, targets.frames
 

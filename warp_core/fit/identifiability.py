@@ -110,26 +110,40 @@ def _log_variances(jac: np.ndarray) -> np.ndarray:
 
 
 def add_confidence_ranges(
-    jacobian_log: np.ndarray, entries: list[dict[str, Any]], residual_norm: float, spread_limit: float
+    jacobian_log: np.ndarray,
+    entries: list[dict[str, Any]],
+    residual_norm: float,
+    spread_limit: float,
+    systematic: np.ndarray | None = None,
 ) -> None:
     """For targets with measurement noise (tracked markers: the residual left at the optimum
     is that noise): each entry of :func:`identifiability` gets ``confidence_range``, the
     factors (low, high) of its 95 % confidence interval (``2 sigma`` with the covariance
     ``s^2 (J^T J)^-1`` in log space, ``s^2`` the residual variance per entry); a parameter
     whose interval reaches past ``1 +- spread_limit`` is not determined (the noise leaves it
-    that uncertain) and says so."""
+    that uncertain) and says so.
+
+    ``systematic`` (modes, M): residual changes of errors that do not average out (a camera
+    off by its solve's error moves every marker of a frame together), each one standard
+    deviation; the shift of the optimum each causes, ``-(J^T J)^-1 J^T dr`` to first order,
+    joins the interval in quadrature."""
     jac = np.asarray(jacobian_log, dtype=np.float64)
     dof = max(jac.shape[0] - jac.shape[1], 1)
     sigma = residual_norm / math.sqrt(dof)
-    for entry, variance in zip(entries, _log_variances(jac), strict=True):
-        half = min(2.0 * sigma * math.sqrt(variance), MATCHED_RANGE_CAP)
+    shifts = np.zeros(jac.shape[1])
+    if systematic is not None and len(systematic):
+        moved = np.linalg.lstsq(jac, np.asarray(systematic, dtype=np.float64).T, rcond=None)[0]
+        shifts = np.sqrt(np.sum(moved**2, axis=1))
+    what = "the noise of the targets" + (" and the camera's error" if systematic is not None else "")
+    for entry, variance, shift in zip(entries, _log_variances(jac), shifts, strict=True):
+        half = min(2.0 * math.sqrt(sigma**2 * variance + shift**2), MATCHED_RANGE_CAP)
         entry["confidence_range"] = [math.exp(-half), math.exp(half)]
         if half > math.log1p(spread_limit) and entry["determined"]:
             entry["determined"] = False
             spread = "unbounded" if half >= MATCHED_RANGE_CAP else f"{100 * math.expm1(half):.3g} %"
             entry["warnings"].append(
-                f"{entry['name']}: the noise of the targets leaves it uncertain by {spread} (95 % "
-                f"confidence, above {100 * spread_limit:g} %); the targets do not determine it"
+                f"{entry['name']}: {what} leave it uncertain by {spread} (95 % confidence, above "
+                f"{100 * spread_limit:g} %); the targets do not determine it"
             )
 
 

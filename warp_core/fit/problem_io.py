@@ -43,6 +43,7 @@ def _save_tracks(tracks: FootageTargets, arrays: dict[str, np.ndarray]) -> dict:
         "huber_px": tracks.huber_px,
         "clip": tracks.clip,
         "camera": tracks.camera,
+        "camera_error_px": tracks.camera_error_px,
     }
 
 
@@ -68,6 +69,7 @@ def _load_tracks(meta: dict, arrays: dict[str, np.ndarray]) -> FootageTargets:
         huber_px=float(meta["huber_px"]),
         clip=meta.get("clip", ""),
         camera=meta.get("camera", ""),
+        camera_error_px=meta.get("camera_error_px"),
     )
 
 

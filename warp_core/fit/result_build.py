@@ -76,7 +76,12 @@ def build_result(
             unit=scales.unit,
         )
         if noise is not None:
-            add_confidence_ranges(jac, ident, *noise)
+            camera_error = problem.tracks.camera_error_px
+            modes = None
+            if camera_error:
+                x, _ = objective.positions(values)
+                modes = objective.tracks.camera_modes(x, camera_error)
+            add_confidence_ranges(jac, ident, *noise, systematic=modes)
     for entry in ident:
         warnings += entry["warnings"]
     undetermined = [e["name"] for e in ident if not e["determined"]]

@@ -119,13 +119,17 @@ class Reprojection:
         e = self._project(self._points(x, bary)) - self.pixels
         return np.where(np.isfinite(e), e, self.behind_px)
 
-    def _scaled(self, e: np.ndarray) -> np.ndarray:
-        """(K, 2) Huber-scaled weighted residuals of pixel errors ``e``."""
+    def _weights(self, e: np.ndarray) -> np.ndarray:
+        """(K,) the factor of each marker's residual: its weight's root times Huber's scale."""
         s = np.linalg.norm(e, axis=1)
         d = self.huber
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(s <= d, 1.0, np.sqrt(np.maximum(2.0 * d / s - (d / s) ** 2, 0.0)))
-        return (self.sqrt_w * scale)[:, None] * e
+        return self.sqrt_w * scale
+
+    def _scaled(self, e: np.ndarray) -> np.ndarray:
+        """(K, 2) Huber-scaled weighted residuals of pixel errors ``e``."""
+        return self._weights(e)[:, None] * e
 
     # ------------------------------------------------------------------ profiled bindings
     def _binding_jacobian(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
@@ -221,6 +225,23 @@ class Reprojection:
         to fit."""
         still = np.broadcast_to(rest, (int(self.frame_row.max()), *rest.shape))
         return self._rms(self._errors(still, self.base_bary))
+
+    def camera_modes(self, x: np.ndarray, error_px: float) -> np.ndarray:
+        """(4, 2K) residual changes of a camera off by ``error_px``: the image shifted along x
+        and y, turned and scaled about the principal point by that much at its corners (to
+        first order; the Huber scale and the profiled bindings held)."""
+        intr = self.targets.intrinsics
+        bary = self.bindings(x)
+        p = self._project(self._points(x, bary)) - np.asarray(intr.principal_px)
+        reach = 0.5 * float(np.hypot(intr.width, intr.height))
+        scale = self._weights(self._errors(x, bary))
+        shifts = [
+            np.broadcast_to([error_px, 0.0], p.shape),
+            np.broadcast_to([0.0, error_px], p.shape),
+            error_px / reach * np.stack([-p[:, 1], p[:, 0]], axis=1),
+            error_px / reach * p,
+        ]
+        return np.stack([np.nan_to_num(scale[:, None] * shift).ravel() for shift in shifts])
 
     def residual_scale(self) -> np.ndarray:
         return np.repeat(1.0 / self.sqrt_w, 2)

@@ -59,6 +59,9 @@ class FootageTargets:
     huber_px: float = HUBER_PX
     clip: str = ""  # names for messages and reports
     camera: str = ""
+    # a camera from a solve: its error in pixels (the solve's average reprojection error),
+    # which moves every marker of a frame together and so does not average out over tracks
+    camera_error_px: float | None = None
 
     @property
     def frames(self) -> list[int]:
