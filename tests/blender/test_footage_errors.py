@@ -122,3 +122,26 @@ def test_a_track_is_bound_to_the_selected_vertex(tmp_path: Path) -> None:
     assert bpy.ops.object.fit_to_target_bind_vertex() == {"FINISHED"}
     bpy.ops.object.mode_set(mode="OBJECT")
     assert s.bindings[s.active_binding_index].vertex == 21
+
+
+def test_the_panel_shows_the_tracks_and_the_worst_of_them(tmp_path: Path) -> None:
+    from test_addon_panel import Layout, draw, labels
+
+    cloth = footage_scene(tmp_path)["cloth"]
+    log = draw()
+    props = [entry[1] for entry in log if entry[0] == "prop"]
+    assert {"target_source", "clip", "tracking_object", "camera", "huber_px", "tolerance_px"} <= set(props)
+    assert "tolerance" not in props and "loss" not in props and ("list", "bindings") in log
+    assert ("operator", "object.fit_to_target_bind_tracks", True) in log
+    bind_all(cloth)
+    assert ("operator", "object.fit_to_target_bind_vertex", True) in draw()
+    assert bpy.ops.object.fit_to_target() == {"FINISHED"}
+    text = labels(draw())
+    rmse = next(t for t in text if t.startswith("RMSE "))
+    worst = next(t for t in text if t.startswith("Worst tracks: "))
+    assert rmse.endswith(" px") and " mm" not in rmse and worst.count(" px") == 5
+    row = cloth.fit_to_target.bindings[0]
+    log = []
+    ui = bpy.types.FIT_UL_track_bindings
+    ui.draw_item(None, bpy.context, Layout(log), cloth.fit_to_target, row, 0, None, "", 0)
+    assert labels(log) == [row.track, row.how.title(), f"{row.error_px:.2f} px"] and row.error_px > 0.0
