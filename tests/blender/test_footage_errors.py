@@ -13,6 +13,7 @@ import pytest
 from addon_scenes import snapshot
 from batch_run import run_in_process
 from footage_scenes import FRAMES, bind_all, footage_scene
+from test_batch import SCHEMA, schema_errors
 
 
 def bindings(ob: bpy.types.Object) -> list[tuple]:
@@ -89,7 +90,9 @@ def test_batch_fits_tracks_and_error_colours_mark_the_tracked_vertices(tmp_path:
     record = json.loads(report.read_text())["objects"][0]
     assert code == 0 and record["unit"] == "px" and record["outcome"] == "converged", (out, err)
     assert "reprojection RMSE" in out and " px" in out
-    assert record["footage"]["tracks"] == 48 and record["rmse_px"] < 1.0
+    assert record["footage"]["tracks"] == 48 and record["rmse_px"] < 1.0 and record["rmse_m"] is None
+    report_data = json.loads(report.read_text())
+    assert schema_errors(report_data, SCHEMA) == []
     bpy.ops.wm.open_mainfile(filepath=str(blend))
     cloth = bpy.data.objects["Cloth"]
     assert bpy.ops.object.fit_to_target() == {"FINISHED"}

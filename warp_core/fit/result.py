@@ -91,9 +91,9 @@ class FitResult:
             "rounding_gap_m": self.rounding_gap_m,
         }
         if self.unit == "px":
-            # JSON readers get the unit in the key names
+            # JSON readers get the unit in the key names; the metre keys stay, empty
             for key in ("rmse", "initial_rmse", "max_error", "motion", "tolerance", "rounding_gap"):
-                out[f"{key}_px"] = out.pop(f"{key}_m")
+                out[f"{key}_px"], out[f"{key}_m"] = out[f"{key}_m"], None
             out["unit"] = "px"
             out["track_errors_px"] = dict(self.track_errors)
             out["track_bindings"] = {k: list(v) for k, v in self.track_bindings.items()}
