@@ -151,8 +151,7 @@ def run_objective(
     )
     try:
         if optimizer == "lm":
-            matched = 0.5 * points * scales.tolerance_m**2
-            options = _search_options(problem, spec, settings, matched)
+            options = _search_options(problem, spec, settings, 0.5 * points * scales.tolerance_m**2)
             found = search(objective, spec, opt_settings, options, progress=progress, cancel=cancel)
         else:
             result = adam(objective, spec, opt_settings, progress=progress, cancel=cancel)
