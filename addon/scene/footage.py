@@ -272,6 +272,11 @@ def read_footage(
         raise FitInputError(
             f"the bound tracks have no enabled markers between frames {start + 1} and {end}: nothing to fit"
         )
+    rate = frame_rate_note(
+        footage.clip.name, float(footage.clip.fps), scene.render.fps / scene.render.fps_base
+    )
+    if rate:
+        notes.append(rate)
     if footage.solve_driven:
         error = footage.reconstruction.average_error
         notes.append(
@@ -293,6 +298,18 @@ def read_footage(
         camera_error_px=float(footage.reconstruction.average_error) if footage.solve_driven else None,
     )
     return targets, targets.frames
+
+
+def frame_rate_note(clip: str, clip_fps: float, scene_fps: float) -> str | None:
+    """Why the footage's time may not be the cloth's, or None: a movie's frame rate other than
+    the scene's (an image sequence has none: 0, it plays at the scene's)."""
+    if clip_fps <= 0.0 or abs(clip_fps - scene_fps) <= 0.005 * scene_fps:
+        return None
+    return (
+        f"Movie Clip '{clip}' was filmed at {clip_fps:g} fps but the scene runs at {scene_fps:g} fps: "
+        "marker frames are scene frames, so the cloth's time runs at another speed than the footage's "
+        "(set the scene's frame rate to the clip's)"
+    )
 
 
 def store_bindings(

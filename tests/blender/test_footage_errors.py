@@ -148,3 +148,13 @@ def test_the_panel_shows_the_tracks_and_the_worst_of_them(tmp_path: Path) -> Non
     ui = bpy.types.FIT_UL_track_bindings
     ui.draw_item(None, bpy.context, Layout(log), cloth.fit_to_target, row, 0, None, "", 0)
     assert labels(log) == [row.track, row.how.title(), f"{row.error_px:.2f} px"] and row.error_px > 0.0
+
+
+def test_a_movie_at_another_frame_rate_is_noted() -> None:
+    from fit_to_target.addon.scene.footage import frame_rate_note
+
+    assert frame_rate_note("Swatch", 0.0, 24.0) is None  # an image sequence plays at the scene's
+    assert frame_rate_note("Swatch", 24.0, 24.0) is None
+    assert frame_rate_note("Swatch", 23.976, 24.0) is None
+    note = frame_rate_note("Swatch", 60.0, 24.0)
+    assert note is not None and "filmed at 60 fps but the scene runs at 24 fps" in note
