@@ -15,6 +15,13 @@ in its plausible range, seeded), it compares per free parameter (tied ones moved
 It prints one line per parameter and the statistics the gradient is judged by: the share
 with the slope's sign, the share within a factor of 2 of it, and how many are non-finite.
 CPU, float64; no bpy.
+
+Measured (the first three scenes of robustness seed 9, the defaults and one random start):
+sign of the slope 64 %, within 2x 36 %; on one scene the tape gives 1e3-1e5 at the defaults
+and 1e18-1e20 at a random start where the slope is O(1). An adjoint shrunk per substep to a
+horizon of 2 or 8 frames still reached 1e9 and 1e17 there, and came out 5-50x too small on
+the scenes where the exact gradient was right (sign 50 % and 64 %, within 2x 7 % and 0 %):
+damping alone is no stable gradient.
 """
 
 from __future__ import annotations
