@@ -87,6 +87,9 @@ def build_result(
     undetermined = [e["name"] for e in ident if not e["determined"]]
     at_bounds, bound_warnings = _at_bounds(problem, spec, values)
     warnings += bound_warnings
+    if scales.unit == "px":
+        far = objective.tracks.far_off(objective.positions(values)[0])
+        warnings += [far] if far else []
     try:
         initial_rmse = objective.rmse(initial)
     except (FloatingPointError, ValueError):

@@ -226,6 +226,25 @@ class Reprojection:
         still = np.broadcast_to(rest, (int(self.frame_row.max()), *rest.shape))
         return self._rms(self._errors(still, self.base_bary))
 
+    def far_off(self, x: np.ndarray, factor: float = 3.0) -> str | None:
+        """A warning naming the markers off by more than ``factor`` times the robust threshold
+        (mistracked ones, most likely), or None."""
+        e = np.linalg.norm(self.errors(x), axis=1)
+        limit = factor * self.huber
+        far = e > limit
+        if not far.any():
+            return None
+        names = self.targets.track_names()
+        tracks = sorted({names[k] for k in self.marker_track[far]})
+        listed = ", ".join(f"'{t}'" for t in tracks[:6]) + (
+            f" and {len(tracks) - 6} more" if len(tracks) > 6 else ""
+        )
+        return (
+            f"{int(far.sum())} of {len(e)} markers are more than {limit:g} px off ({listed}): the fit pulls "
+            f"on them only linearly past {self.huber:g} px, but they raise the RMSE; if they are "
+            "mistracked, mute them in the clip"
+        )
+
     def camera_modes(self, x: np.ndarray, error_px: float) -> np.ndarray:
         """(4, 2K) residual changes of a camera off by ``error_px``: the image shifted along x
         and y, turned and scaled about the principal point by that much at its corners (to
