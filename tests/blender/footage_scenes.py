@@ -287,11 +287,17 @@ def _camera_keys() -> list:
     return keys
 
 
-def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = False, seed: int = 7) -> dict:
+def footage_scene(
+    folder: Path,
+    distortion: tuple | None = None,
+    solve: bool = False,
+    seed: int = 7,
+    pinned_features: bool = False,
+) -> dict:
     """The cloth (modifier at Blender's defaults), a clip of its tracked vertices at TRUTH with
     0.5 px noise and 10 % of markers muted; with ``solve``, 40 static background points too
-    (0.5 px noise), Blender's camera solve and the solve oriented onto them (the true camera
-    then dropped)."""
+    (STATIC_NOISE_PX), Blender's camera solve and the solve oriented onto them (the true camera
+    then dropped), and with ``pinned_features`` camera tracks on the clamped rows as well."""
     scene = bpy.context.scene
     cloth = clamped_cloth(settings=DEFAULTS, frame_end=FRAMES)
     clip = make_clip(scene, 640, 480, FRAMES, folder / "footage")
@@ -319,6 +325,10 @@ def footage_scene(folder: Path, distortion: tuple | None = None, solve: bool = F
         still = {n: dict.fromkeys(range(1, FRAMES + 1), p) for n, p in static.items()}
         seen = add_tracks(clip, still, camera, intr, noise_px=STATIC_NOISE_PX, rng=rng)
         static = {n: p for n, p in static.items() if n in seen}
+        if pinned_features:
+            # the clamped rows never move: features there are camera tracks with solved bundles
+            pins = {f"pin{v}": dict.fromkeys(range(1, FRAMES + 1), truth[0][v]) for v in range(48, 64)}
+            add_tracks(clip, pins, camera, intr, noise_px=STATIC_NOISE_PX, rng=rng)
         solve_camera(clip, 1, FRAMES)
         orient_solved_camera(scene, clip, camera, static)
     select([cloth], cloth)
