@@ -25,7 +25,6 @@ from soft_body_meshes import box_mesh  # noqa: E402
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
 from warp_core.models.soft_body import Collider, SoftBodyParams, SoftBodySimulator  # noqa: E402
-from warp_core.models.soft_body.lattice import mesh_triangles  # noqa: E402
 
 RHO, G = 1000.0, 9.81
 FIT_BUDGET_S = 240.0  # the fit stops there (outcome "budget") rather than run on
@@ -196,7 +195,7 @@ def cuda_vs_cpu(device: str) -> dict:
     plate = box_mesh((-0.5, -0.5, -0.2), (0.5, 0.5, 0.0))
     lift = np.repeat(np.eye(4)[None], 31, axis=0)
     lift[:, 2, 3] = 0.05 + 0.002 * np.arange(31)
-    collider = Collider("lift", plate.vertices, mesh_triangles(plate.polygons()), lift)
+    collider = Collider("lift", plate.vertices, plate.triangles(), lift)
     params = SoftBodyParams(young_modulus=1e5, damping=0.01, lattice_cells=4, colliders=(collider,))
     a = SoftBodySimulator(cube, params, device=device).rollout(31).numpy()
     b = SoftBodySimulator(cube, params, device="cpu").rollout(31).numpy()

@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+
+def fan_triangles(polygons: list) -> np.ndarray:
+    """(T, 3) int32 triangles of polygons split as fans from their first corner (polygons of
+    fewer than 3 corners skipped)."""
+    tris = [(p[0], p[k], p[k + 1]) for p in polygons for k in range(1, len(p) - 1)]
+    return np.array(tris, dtype=np.int32).reshape(-1, 3)
+
+
 # Per-vertex weights of the cloth modifier's stiffness vertex groups (None: no group).
 STIFFNESS_WEIGHT_FIELDS: tuple[str, ...] = (
     "structural_stiffness_weight",
@@ -63,6 +71,10 @@ class ClothMesh:
     def polygons(self) -> list[np.ndarray]:
         o = self.polygon_offsets
         return [self.polygon_vertices[o[p] : o[p + 1]] for p in range(self.polygon_count)]
+
+    def triangles(self) -> np.ndarray:
+        """(T, 3) int32 fan triangles of the polygons."""
+        return fan_triangles(self.polygons())
 
     @classmethod
     def from_polygons(

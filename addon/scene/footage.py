@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ...warp_core.tracks.binding import closest_surface_point, fan_triangles, ray_surface_hit
+from ...warp_core.tracks.binding import closest_surface_point, ray_surface_hit
 from ...warp_core.tracks.camera import Intrinsics, clip_to_scene_frame, depth, pixel_ray, project
 from ...warp_core.tracks.targets import FootageTargets, TrackBinding
 from ..errors import FitInputError
@@ -169,12 +169,12 @@ def auto_bindings(
     cloth: bpy.types.Object,
     footage: Footage,
     rest: np.ndarray,
-    polygons: list,
+    tris: np.ndarray,
     start: int,
 ) -> tuple[list[BindingSpec], dict[str, list[str]]]:
     """Bindings of the clip's tracks to the cloth at rest (frame ``start``), and the tracks
-    left unbound by reason. Changes the scene frame (callers restore it)."""
-    tris = fan_triangles(polygons)
+    left unbound by reason (``tris``: the cloth's triangles). Changes the scene frame
+    (callers restore it)."""
     size = float(np.ptp(rest, axis=0).max()) or 1.0
     to_world = _solve_to_world(scene, footage, start)
     scene.frame_set(start)
@@ -220,7 +220,7 @@ def read_footage(
     cloth: bpy.types.Object,
     spec: FootageSpec,
     rest: np.ndarray,
-    polygons: list,
+    tris: np.ndarray,
     cache: tuple[int, int],
     notes: list[str],
 ) -> tuple[FootageTargets, list[int]]:
@@ -231,7 +231,7 @@ def read_footage(
     footage = find_footage(scene, cloth, spec)
     bindings = list(spec.bindings)
     if not bindings:
-        bindings, unbound = auto_bindings(scene, cloth, footage, rest, polygons, start)
+        bindings, unbound = auto_bindings(scene, cloth, footage, rest, tris, start)
         if unbound:
             raise FitInputError(
                 f"tracks not bound to '{cloth.name}': {describe_unbound(unbound)}: bind each to a vertex "

@@ -61,7 +61,7 @@ def prepare_fit(
             raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
         if request.footage is not None:
             footage, marker_frames = read_footage(
-                scene, ob, request.footage, mesh.vertices, mesh.polygons(), (start, end), notes
+                scene, ob, request.footage, mesh.vertices, mesh.triangles(), (start, end), notes
             )
             wanted, last = set(marker_frames), max(marker_frames)
         frames = list(range(start, last + 1))

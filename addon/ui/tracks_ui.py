@@ -77,7 +77,7 @@ class OBJECT_OT_fit_to_target_bind_tracks(bpy.types.Operator):
             start, _ = model.cache_frame_range(mod)
             scene.frame_set(start)
             mesh = model.read_geometry(ob, context.evaluated_depsgraph_get())
-            bound, unbound = auto_bindings(scene, ob, footage, mesh.vertices, mesh.polygons(), start)
+            bound, unbound = auto_bindings(scene, ob, footage, mesh.vertices, mesh.triangles(), start)
         except (FitInputError, ValueError) as e:
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}

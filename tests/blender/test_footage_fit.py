@@ -66,7 +66,8 @@ def test_fit_to_tracks_of_a_soft_body(tmp_path: Path) -> None:
     hidden material, the fit started 3x off."""
     import numpy as np
     from addon_scenes import model_trajectory
-    from fit_to_target.warp_core.tracks.binding import fan_triangles, ray_surface_hit
+    from fit_to_target.warp_core.mesh import fan_triangles
+    from fit_to_target.warp_core.tracks.binding import ray_surface_hit
     from footage_scenes import add_camera, add_tracks, clip_intrinsics, make_clip
     from soft_body_scenes import soft_object
 

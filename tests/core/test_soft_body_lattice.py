@@ -8,7 +8,7 @@ import pytest
 from soft_body_meshes import box_mesh, sheet_mesh, sphere_mesh
 
 from warp_core.mesh import ClothMesh
-from warp_core.models.soft_body.lattice import build_lattice, mesh_triangles, tet_quality, tet_volumes
+from warp_core.models.soft_body.lattice import build_lattice, tet_quality, tet_volumes
 
 # mean-ratio quality of a Kuhn tetrahedron of the unit cube: edges 1, 1, 1, sqrt2, sqrt2,
 # sqrt3 (sum of squares 10), volume 1/6
@@ -16,7 +16,7 @@ KUHN_QUALITY = 12.0 * 0.5 ** (2.0 / 3.0) / 10.0
 
 
 def lattice_of(mesh: ClothMesh, cells: int):
-    return build_lattice(mesh.vertices, mesh_triangles(mesh.polygons()), cells)
+    return build_lattice(mesh.vertices, mesh.triangles(), cells)
 
 
 def rotated(mesh: ClothMesh, seed: int = 0) -> ClothMesh:

@@ -13,7 +13,6 @@ from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit
 from warp_core.mesh import ClothMesh
 from warp_core.models import get_model, model_names
 from warp_core.models.soft_body import MODEL, PARAMETER_NAMES, Collider, SoftBodyParams, SoftBodySimulator
-from warp_core.models.soft_body.lattice import mesh_triangles
 
 # A 20 cm jelly cube on a 4-cell lattice (5 cm cells: 64 cells, 384 tets, 125 nodes),
 # dropped from 10 cm: it lands after about 3.4 frames and has settled by frame 30.
@@ -45,7 +44,7 @@ HANG = SoftBodyParams(
 def slab_collider(name: str, matrices: np.ndarray) -> Collider:
     """A 1 m x 1 m x 20 cm slab whose top face is at z = 0 in object space."""
     slab = box_mesh((-0.5, -0.5, -0.2), (0.5, 0.5, 0.0))
-    return Collider(name, slab.vertices, mesh_triangles(slab.polygons()), matrices, friction=0.5)
+    return Collider(name, slab.vertices, slab.triangles(), matrices, friction=0.5)
 
 
 def settled(rollout) -> tuple[np.ndarray, float]:

@@ -20,6 +20,7 @@ from typing import Any
 from .objective import FitObjective
 from .problem import FitProblem, FitSettings
 from .result import FitResult
+from .result_build import start_warnings
 from .spec import ParameterSpec
 
 __all__ = ["fit_footage"]
@@ -72,6 +73,7 @@ def fit_footage(
         loss_history=found.loss_history + refined.loss_history,
         iterations=found.iterations + refined.iterations,
         search=found.search,
-        # the first stage's start warnings; its identifiability is the second's to say
-        warnings=[w for w in found.warnings if w.startswith("the start value")] + refined.warnings,
+        # the start's warnings; what the values are and how well they are determined is the
+        # second stage's to say
+        warnings=start_warnings(problem, spec) + refined.warnings,
     )

@@ -23,7 +23,6 @@ import numpy as np
 import warp as wp
 
 from ..losses import SurfaceDistance, launch_vertex_distance_loss
-from ..mesh import ClothMesh
 from ..models import get_model
 from ..tracks.loss import Reprojection
 from .optimize import format_values
@@ -100,7 +99,7 @@ class FitObjective:
             self.sqrt_w = np.concatenate([np.repeat(np.sqrt(w), 3) for w in self.weights])
             self.target_stack = np.stack([np.asarray(t.positions, float) for t in self.targets])
         else:
-            tris = _triangulate(problem.mesh)
+            tris = problem.mesh.triangles()
             dtype = self.sim.dtype
             self.surfaces = [
                 SurfaceDistance(
@@ -385,11 +384,3 @@ class FitObjective:
             b = s.target_weights.numpy().astype(float)
             scales.append(np.repeat(1.0 / np.sqrt(0.5 * np.concatenate([a, b])), 3))
         return np.concatenate(scales)
-
-
-def _triangulate(mesh: ClothMesh) -> np.ndarray:
-    tris = []
-    for c in mesh.polygons():
-        for k in range(1, len(c) - 1):
-            tris.append((c[0], c[k], c[k + 1]))
-    return np.array(tris, dtype=np.int32)

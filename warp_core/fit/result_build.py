@@ -18,7 +18,7 @@ from .problem import FitProblem
 from .result import FitResult
 from .spec import ParameterSpec
 
-__all__ = ["build_result", "failed_result"]
+__all__ = ["build_result", "failed_result", "start_warnings"]
 
 # A value within this fraction of a bound (the trust region's resolution) counts as on it.
 _ON_BOUND = 1e-4
@@ -45,7 +45,7 @@ def build_result(
     result = found.result
     values = {k: float(v) for k, v in result.values.items()}
     initial = spec.initial_values()
-    warnings = _start_warnings(problem, spec) + list(result.warnings)
+    warnings = start_warnings(problem, spec) + list(result.warnings)
     jac = result.jacobian
     if jac is None:
         jac = eval_jacobian(objective, spec, values, Counter())
@@ -146,8 +146,8 @@ def build_result(
         search=_search_summary(found),
         rounding_gap_m=rounding_gap,
         unit=scales.unit,
-        track_errors=objective.track_errors(values),
-        track_bindings=objective.track_bindings(values),
+        track_errors=objective.track_errors(values) if scales.unit == "px" else {},
+        track_bindings=objective.track_bindings(values) if scales.unit == "px" else {},
         noise_rmse=scales.jitter_m / NOISE_SLACK if scales.jitter_m is not None else None,
     )
 
@@ -184,7 +184,7 @@ def failed_result(
         stop_reason="diverged",
         cancelled=False,
         identifiability=[],
-        warnings=_start_warnings(problem, spec) + [error],
+        warnings=start_warnings(problem, spec) + [error],
         outcome="failed",
         outcome_reason=failed_reason(error),
         motion_m=scales.motion_m,
@@ -217,7 +217,7 @@ def _search_summary(found: SearchResult) -> dict[str, object]:
     return {"global_phase": found.global_phase, "candidates": found.candidates, "refined": found.refined}
 
 
-def _start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
+def start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
     """A start value outside the fit's bounds is moved onto the bound: say so."""
     out = []
     for k, name in enumerate(spec.free_names):

@@ -74,12 +74,6 @@ class JointObjective:
         """RMS distance (metres) between two joint rollouts."""
         return float(np.sqrt(np.mean(np.sum((x1 - x0) ** 2, axis=-1))))
 
-    def track_errors(self, values: dict[str, float]) -> dict[str, float]:
-        return {}
-
-    def track_bindings(self, values: dict[str, float]) -> dict[str, list[float]]:
-        return {}
-
     def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
         jac = np.vstack([m.log_jacobian(values) for m in self.members])
         self.last_jacobian = (tuple(sorted(values.items())), jac)

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["closest_surface_point", "fan_triangles", "ray_surface_hit"]
-
-
-def fan_triangles(polygons: list) -> np.ndarray:
-    """(T, 3) triangles of polygons split as fans from their first corner."""
-    tris = [(p[0], p[k], p[k + 1]) for p in polygons for k in range(1, len(p) - 1)]
-    return np.array(tris, dtype=np.int64).reshape(-1, 3)
+__all__ = ["closest_surface_point", "ray_surface_hit"]
 
 
 def _barycentric(points: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

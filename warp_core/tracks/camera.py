@@ -129,22 +129,26 @@ def clip_to_scene_frame(clip_frame: float, clip_frame_start: int) -> float:
 
 
 def camera_pose(camera_to_world: Array) -> tuple[Array, Array]:
-    """Rotation (columns: camera x, y, z in world) and location of a ``matrix_world``.
+    """Rotation (columns: camera x, y, z in world) and location of a ``matrix_world``, or of
+    a stack of them (M, 4, 4).
 
     The object may be scaled (a solved camera oriented with a scale is); the columns are
     normalized, since scale does not change what a camera sees.
     """
     m = np.asarray(camera_to_world, dtype=np.float64)
-    if m.shape != (4, 4):
-        raise ValueError(f"camera_to_world must be a 4x4 matrix, got shape {m.shape}")
-    rotation = m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0)
-    return rotation, m[:3, 3].copy()
+    if m.shape[-2:] != (4, 4) or m.ndim not in (2, 3):
+        raise ValueError(f"camera_to_world must be a 4x4 matrix or a stack of them, got shape {m.shape}")
+    rotation = m[..., :3, :3] / np.linalg.norm(m[..., :3, :3], axis=-2, keepdims=True)
+    return rotation, m[..., :3, 3].copy()
 
 
 def to_camera(points_world: Array, camera_to_world: Array) -> Array:
-    """(M, 3) points in the camera's frame (x right, y up, looking down -z)."""
+    """(M, 3) points in the camera's frame (x right, y up, looking down -z); with a stack of
+    M cameras, each point in its own camera's."""
     rotation, origin = camera_pose(camera_to_world)
     points = np.asarray(points_world, dtype=np.float64).reshape(-1, 3)
+    if rotation.ndim == 3:
+        return np.einsum("mji,mj->mi", rotation, points - origin)
     return (points - origin) @ rotation
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .camera import normalized_to_pixels
+from .camera import project
 from .targets import FootageTargets
 
 __all__ = ["Reprojection"]
@@ -82,13 +82,14 @@ class Reprojection:
         self.step = _TANGENT_STEP * max(scene_size, 1e-9)
         intr = targets.intrinsics
         self.behind_px = _BEHIND * float(np.hypot(intr.width, intr.height))
-        # each marker's camera: rotation with normalized columns, and position
+        # each marker's camera
         cameras = [targets.cameras[int(f)] for f in self.marker_frame]
-        m = np.array(cameras, dtype=np.float64).reshape(-1, 4, 4)
-        self.rotation = m[:, :3, :3] / np.linalg.norm(m[:, :3, :3], axis=1, keepdims=True)
-        self.origin = m[:, :3, 3]
+        self.cameras = np.array(cameras, dtype=np.float64).reshape(-1, 4, 4)
         counts = np.bincount(self.marker_track, minlength=len(targets.bindings))
         self.profiled = (counts >= _PROFILE_MIN_MARKERS) if profile else np.zeros(len(counts), bool)
+        # the last rollout's profiled bindings: residuals, tangents and every report of a
+        # result ask for those of the same rollout array
+        self._last: tuple[np.ndarray, np.ndarray, bytes] | None = None
 
     @property
     def marker_count(self) -> int:
@@ -105,12 +106,7 @@ class Reprojection:
 
     def _project(self, points: np.ndarray) -> np.ndarray:
         """(K, 2) pixels of each marker's point through its own frame's camera (NaN behind it)."""
-        cam = np.einsum("kji,kj->ki", self.rotation, points - self.origin)
-        z = -cam[:, 2]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            normalized = cam[:, :2] / z[:, None]
-        normalized[z <= 0.0] = np.nan
-        return normalized_to_pixels(normalized, self.targets.intrinsics)
+        return project(points, self.cameras, self.targets.intrinsics)
 
     def _errors(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
         """(K, 2) projection minus marker. A point behind the camera has no image: it counts as
@@ -150,7 +146,17 @@ class Reprojection:
     def bindings(self, x: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         """(T, 3) each track's barycentrics that best explain its markers for rollout ``x``
         (Gauss-Newton from the given bindings, or from ``start``)."""
-        bary = (self.base_bary if start is None else start).copy()
+        if start is None:
+            mask = self.profiled.tobytes()
+            if self._last is not None and self._last[0] is x and self._last[2] == mask:
+                return self._last[1]
+            bary = self._solve_bindings(x, self.base_bary)
+            self._last = (x, bary, mask)
+            return bary
+        return self._solve_bindings(x, start)
+
+    def _solve_bindings(self, x: np.ndarray, start: np.ndarray) -> np.ndarray:
+        bary = start.copy()
         if not self.profiled.any():
             return bary
         for _ in range(_PROFILE_ITERATIONS):

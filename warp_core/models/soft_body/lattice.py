@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Lattice", "build_lattice", "mesh_triangles", "tet_quality", "tet_volumes"]
+__all__ = ["Lattice", "build_lattice", "tet_quality", "tet_volumes"]
 
 # Cells along an axis: ceil(extent / h), forgiving rounding by this fraction of a cell, so
 # a side that is a whole number of cells long is exactly that many (its faces then lie on
@@ -95,12 +95,6 @@ class Lattice:
     def embed(self, node_positions: np.ndarray) -> np.ndarray:
         """Mesh vertex positions (N, 3) for lattice node positions (M, 3)."""
         return np.einsum("nk,nkc->nc", self.vertex_weights, np.asarray(node_positions)[self.vertex_nodes])
-
-
-def mesh_triangles(polygons: list[np.ndarray]) -> np.ndarray:
-    """(T, 3) int32 fan triangles of the polygons (polygons of fewer than 3 corners skipped)."""
-    tris = [(p[0], p[k], p[k + 1]) for p in polygons for k in range(1, len(p) - 1)]
-    return np.array(tris, dtype=np.int32).reshape(-1, 3)
 
 
 def tet_volumes(nodes: np.ndarray, tets: np.ndarray) -> np.ndarray:

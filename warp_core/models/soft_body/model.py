@@ -62,11 +62,9 @@ class SoftBodyModel:
     def geometry_summary(self, geometry: ClothMesh, settings: SoftBodyParams) -> dict[str, Any]:
         """What the mesh becomes: the lattice's tets, nodes, cell size and worst tet quality
         (mean ratio, 1 for a regular tet)."""
-        from .lattice import build_lattice, mesh_triangles
+        from .lattice import build_lattice
 
-        lattice = build_lattice(
-            geometry.vertices, mesh_triangles(geometry.polygons()), settings.lattice_cells
-        )
+        lattice = build_lattice(geometry.vertices, geometry.triangles(), settings.lattice_cells)
         return {
             "tets": int(len(lattice.tets)),
             "nodes": int(len(lattice.nodes)),

@@ -41,7 +41,7 @@ import warp as wp
 
 from ...mesh import ClothMesh
 from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
-from .lattice import Lattice, build_lattice, mesh_triangles
+from .lattice import Lattice, build_lattice
 from .motion import pinned_node_goals
 from .params import PARAMETER_NAMES, SoftBodyParams
 from .scene import (
@@ -106,9 +106,7 @@ class SoftBodySimulator:
         self.dtype = wp.float32
         self.vec3 = wp.vec3
         self.start_frame = int(start_frame)
-        self.lattice: Lattice = build_lattice(
-            mesh.vertices, mesh_triangles(mesh.polygons()), params.lattice_cells
-        )
+        self.lattice: Lattice = build_lattice(mesh.vertices, mesh.triangles(), params.lattice_cells)
         lat = self.lattice
         self.pinned_vertices = np.flatnonzero(mesh.pin_weights > params.pin_threshold)
         self.pinned_nodes = np.zeros(len(lat.nodes), dtype=bool)
