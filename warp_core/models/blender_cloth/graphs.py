@@ -58,6 +58,7 @@ class SubstepGraphs:
             (settings.use_pressure, settings.uniform_pressure_force, settings.pressure_factor),
             (settings.force_fields, settings.fps),
             id(buf),
+            self._collision_key(),
         )
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
@@ -87,6 +88,14 @@ class SubstepGraphs:
             io.graphs.append(capture.graph)
         self._cached = (key, io)
         return io
+
+    def _collision_key(self) -> tuple:
+        """What the captured collision launches hold: the stage's arrays and its constants."""
+        stage = self.solver.collisions
+        if stage is None:
+            return ()
+        s = stage.settings
+        return (id(stage), stage.slots, s.distance_min, s.impulse_clamp, s.collision_quality)
 
     def run(
         self,

@@ -84,12 +84,7 @@ class BlenderClothModel:
         return ClothParams()
 
     def settings_from_dict(self, values: dict[str, Any]) -> ClothParams:
-        values = dict(values)
-        if "gravity" in values:
-            values["gravity"] = tuple(values["gravity"])
-        if "force_fields" in values:
-            values["force_fields"] = tuple(tuple(float(c) for c in row) for row in values["force_fields"])
-        return ClothParams(**values)
+        return ClothParams.from_dict(values)
 
     def build(
         self,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+
+from .colliders import ClothCollider
 
 # Fields that are continuous physical parameters (fit candidates), with Blender's hard
 # limits (RNA ``hard_min``/``hard_max``) as bounds.
@@ -85,13 +87,41 @@ class ClothParams:
     force_fields: tuple = ()
     fps: float = 24.0  # the scene's frames per second: a field's push is per second
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)  # scene.gravity * effector gravity weight
+    # object collisions (``collision``): the Collision objects the cloth meets (none: off)
+    # and the cloth's collision settings (Blender's names in ``ClothCollisionSettings``)
+    colliders: tuple[ClothCollider, ...] = field(default=())
+    distance_min: float = 0.015
+    impulse_clamp: float = 0.0
+    collision_quality: int = 2
+    # vertices of the object-collision group (weight > 0): triangles of only these collide not
+    collision_excluded: tuple[int, ...] = ()
 
     def values(self) -> dict[str, float]:
         """The continuous parameters as a dict (name -> value)."""
         return {n: float(getattr(self, n)) for n in ALL_PARAMETER_NAMES}
 
-    def replace(self, **changes: float) -> ClothParams:
+    def as_dict(self) -> dict:
+        """Plain data (colliders as lists): what ``from_dict`` reads back."""
         d = asdict(self)
+        d["colliders"] = [c.as_dict() for c in self.colliders]
+        return d
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ClothParams:
+        values = dict(values)
+        if "gravity" in values:
+            values["gravity"] = tuple(float(g) for g in values["gravity"])
+        if "force_fields" in values:
+            values["force_fields"] = tuple(tuple(float(c) for c in row) for row in values["force_fields"])
+        values["colliders"] = tuple(
+            c if isinstance(c, ClothCollider) else ClothCollider(**c) for c in values.get("colliders", ())
+        )
+        values["collision_excluded"] = tuple(int(i) for i in values.get("collision_excluded", ()))
+        return cls(**values)
+
+    def replace(self, **changes: float) -> ClothParams:
+        # shallow: the colliders' arrays are shared, not copied
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         unknown = set(changes) - set(d)
         if unknown:
             raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
@@ -135,11 +165,21 @@ class ClothParams:
             raise ValueError(f"sewing_force_max must be a finite number >= 0, got {v!r}")
         if len(self.gravity) != 3 or not all(math.isfinite(g) for g in self.gravity):
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
+        for name in ("distance_min", "impulse_clamp"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0.0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if not isinstance(self.collision_quality, int) or self.collision_quality < 1:
+            raise ValueError(f"collision_quality must be an integer >= 1, got {self.collision_quality!r}")
+        for c in self.colliders:
+            c.validate()
 
 
 # what the scene gives rather than ClothSettings: gravity (scene gravity times its weight), the
-# force fields acting on the cloth and the frame rate
-SCENE_FIELDS = ("gravity", "force_fields", "fps")
+# force fields acting on the cloth, the frame rate, and collisions (the Collision objects and
+# the modifier's ``collision_settings``)
+COLLISION_FIELDS = ("colliders", "distance_min", "impulse_clamp", "collision_quality", "collision_excluded")
+SCENE_FIELDS = ("gravity", "force_fields", "fps", *COLLISION_FIELDS)
 CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(ClothParams) if f.name not in SCENE_FIELDS
 )

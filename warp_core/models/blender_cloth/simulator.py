@@ -18,8 +18,9 @@ from ...mesh import ClothMesh
 from .adjoint import record_rollout_backward
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
+from .collision import CollisionStage
 from .graphs import SubstepGraphs
-from .params import ALL_PARAMETER_NAMES, ClothParams
+from .params import ALL_PARAMETER_NAMES, COLLISION_FIELDS, ClothParams
 from .schedule import SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
 from .step import CGControl, SubstepInputs, SubstepSolver
@@ -92,6 +93,7 @@ class ClothSimulator:
             mesh, self.topology, self.dtype, self.device, volume, params.force_fields
         )
         self.solver = SubstepSolver(self.arrays)
+        self._build_collisions()
         self.kernels = self.solver.kernels
         self.vec3 = self.kernels.forces.vec3
         self._np_float = np.float32 if precision == "float32" else np.float64
@@ -118,6 +120,19 @@ class ClothSimulator:
     def avg_spring_length(self) -> float:
         return self.arrays.avg_spring_length
 
+    def _build_collisions(self) -> None:
+        """The collision stage of the current settings' colliders (none without)."""
+        s = self.settings
+        self.solver.collisions = (
+            CollisionStage(self.mesh, s, self.topology.pinned, self.dtype, self.device)
+            if s.colliders
+            else None
+        )
+
+    @property
+    def has_collisions(self) -> bool:
+        return self.solver.collisions is not None
+
     # ---------------------------------------------------------------- parameters
     def set_params(self, values: ClothParams | dict[str, float]) -> None:
         """Set parameters: a ClothParams (quality, time scale and gravity too), or a dict of
@@ -128,7 +143,12 @@ class ClothSimulator:
                 raise ValueError("bending_model changes the springs: build a new ClothSimulator")
             if (values.shrink_min, values.shrink_max) != (self.settings.shrink_min, self.settings.shrink_max):
                 raise ValueError("shrinking changes the rest lengths: build a new ClothSimulator")
+            rebuild = any(getattr(values, k) is not getattr(self.settings, k) for k in ("colliders",)) or any(
+                getattr(values, k) != getattr(self.settings, k) for k in (*COLLISION_FIELDS[1:], "time_scale")
+            )
             self.settings = values
+            if rebuild:
+                self._build_collisions()
             values = values.values()
         unknown = set(values) - set(ALL_PARAMETER_NAMES)
         if unknown:
@@ -211,6 +231,11 @@ class ClothSimulator:
             check_every = 1 if wp.get_device(d).is_cpu else 8
 
         with suspended_tape() as tape:
+            if tape is not None and self.has_collisions:
+                raise ValueError(
+                    "object collisions have no tape gradient: fit a cloth with collision objects by "
+                    "Levenberg-Marquardt (finite-difference tangents), not Adam"
+                )
             if keep_states is None:
                 keep_states = tape is not None
             x_init = self.rest_positions if x0 is None else x0
@@ -229,17 +254,38 @@ class ClothSimulator:
             buf = self._forward_buffers
 
             initial = ClothState(x_init, v_init)
-            outputs.write_positions(f0, x_init)
+            self._run(buf, plan, initial, outputs, check_every)
+            result = Rollout(
+                frames, positions, counts.numpy()[:total].copy(), len(schedule), state_x, state_v
+            )
+            if self.has_collisions:
+                result.extras["contacts"] = self.solver.collisions.contact_report()
+            if tape is not None:
+                record_rollout_backward(tape, self, result, plan, x0, v0)
+        return result
+
+    def _run(
+        self,
+        buf: SubstepBuffers,
+        plan: RolloutPlan,
+        initial: ClothState,
+        outputs: RolloutOutputs,
+        check_every: int,
+    ) -> None:
+        """Every substep of ``plan``; with collisions, again with more room for candidate
+        pairs while a cloth triangle met more collider triangles than there was room for."""
+        stage = self.solver.collisions
+        while True:
+            if stage is not None:
+                stage.start_rollout()
+            outputs.write_positions(plan.start_frame, initial.x)
             if self.use_graphs:
                 self._graphs.run(self.settings, buf, self.params, plan, initial, outputs, self.frame_rest)
             else:
                 self._run_kernel_by_kernel(buf, plan, initial, outputs, check_every)
-            result = Rollout(
-                frames, positions, counts.numpy()[:total].copy(), len(schedule), state_x, state_v
-            )
-            if tape is not None:
-                record_rollout_backward(tape, self, result, plan, x0, v0)
-        return result
+            if stage is None or not stage.overflowed():
+                return
+            stage.set_slots(2 * stage.slots)
 
     def _run_kernel_by_kernel(
         self,
@@ -297,6 +343,8 @@ class ClothSimulator:
         and cloth_update_spring_lengths); otherwise it stays the start frame's."""
         if self.settings.use_dynamic_mesh:
             self.solver.arrays.update_rest(plan.goals[fi + 1])
+        if self.solver.collisions is not None:
+            self.solver.collisions.load_frame(fi)
 
     # ---------------------------------------------------------------- captured graphs
     @property

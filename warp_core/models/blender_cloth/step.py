@@ -12,6 +12,7 @@ import warp as wp
 
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
+from .collision import CollisionInputs, CollisionStage
 from .fields import launch_fields
 from .params import ClothParams
 from .pressure import launch_pressure
@@ -69,6 +70,7 @@ class SubstepSolver:
     def __init__(self, arrays: ClothArrays) -> None:
         self.arrays = arrays
         self.kernels = solver_kernels(arrays.dtype)
+        self.collisions: CollisionStage | None = None  # object collisions, when the cloth has colliders
 
     def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
         a = self.arrays
@@ -78,7 +80,10 @@ class SubstepSolver:
 
     def load_modules(self) -> None:
         """Compile/load every kernel module now: a graph capture must not load any."""
-        for namespace in (self.kernels, self.kernels.forces):
+        namespaces = [self.kernels, self.kernels.forces]
+        if self.collisions is not None:
+            namespaces.append(self.collisions.kernels)
+        for namespace in namespaces:
             for kernel in vars(namespace).values():
                 if isinstance(kernel, wp.Kernel):
                     wp.load_module(kernel.module, device=self.arrays.device)
@@ -100,7 +105,21 @@ class SubstepSolver:
         self._assemble(buf, params, v, inputs.h)
         launched = self._solve(buf, cg)
         # at a frame start the update adds dv to the pinned-goal velocities, not to state.v
-        self._finish(buf, ClothState(state.x, v), launched, inputs, out)
+        if self.collisions is None:
+            self._finish(buf, ClothState(state.x, v), launched, inputs, out)
+        else:
+            final = launched % 2 if buf.ping_pong else launched
+            collide = CollisionInputs(
+                state.x,
+                v,
+                buf.dv[final],
+                inputs.goal_old,
+                inputs.goal_new,
+                inputs.goal_time,
+                inputs.pin_time,
+                inputs.h,
+            )
+            self.collisions.launch(collide, self.arrays.pinned, inputs.pin_time, out.x, out.v)
         return launched
 
     def _forces(
