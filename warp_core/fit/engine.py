@@ -121,6 +121,11 @@ def run_objective(
             "footage targets have no tape gradient, which Adam needs: fit at most "
             f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
         )
+    if optimizer == "adam" and getattr(problem.params, "colliders", ()):
+        raise FitError(
+            "object collisions have no tape gradient, which Adam needs: fit at most "
+            f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
+        )
     tolerance = settings.tolerance_px if unit == "px" else settings.tolerance_m
     if tolerance is not None and not tolerance > 0.0:
         raise FitError(

@@ -11,7 +11,7 @@ import numpy as np
 import warp as wp
 
 from ...mesh import ClothMesh
-from .collision_kernels import collision_kernels
+from .collision_kernels import CHUNK, KDOP_AXES, collision_kernels
 from .params import ClothParams
 
 DEFAULT_SLOTS = 16  # collider triangles a cloth triangle may meet per substep, to start with
@@ -105,8 +105,12 @@ class CollisionStage:
         n, nc = mesh.vertex_count, positions.shape[1]
         self.current_xnew = wp.zeros(nc, dtype=vec3, device=device)
         self.current_v = wp.zeros(nc, dtype=vec3, device=device)
-        self.lower = wp.zeros(len(coll_tris), dtype=vec3, device=device)
-        self.upper = wp.zeros(len(coll_tris), dtype=vec3, device=device)
+        self.collider_kdop = wp.zeros((len(coll_tris), 2 * KDOP_AXES), dtype=dtype, device=device)
+        chunks = (len(coll_tris) + CHUNK - 1) // CHUNK
+        self.chunk_box = wp.zeros((chunks, 6), dtype=dtype, device=device)
+        self.cloth_kdop = wp.zeros((len(tris), 2 * KDOP_AXES), dtype=dtype, device=device)
+        self.collider_tri_epsilon = floats([colliders[o].thickness_outer for o in tri_object])
+        self.cloth_tri_epsilon = floats([settings.distance_min] * len(tris))
         self.v_new, self.tx, self.tv, self.dcvel = (wp.zeros(n, dtype=vec3, device=device) for _ in range(4))
         self.overflow = wp.zeros(1, dtype=wp.int32, device=device)
         self.frame_index = wp.zeros(1, dtype=wp.int32, device=device)
@@ -182,17 +186,31 @@ class CollisionStage:
             outputs=[self.current_xnew, self.current_v],
         )
         wp.launch(
-            k.collider_bounds,
+            k.kdops,
             dim=self.coll_tris.shape[0],
             device=d,
-            inputs=[self.coll_tris, self.tri_object, self.thickness, self.current_xnew],
-            outputs=[self.lower, self.upper],
+            inputs=[self.coll_tris, self.collider_tri_epsilon, self.current_xnew],
+            outputs=[self.collider_kdop],
+        )
+        wp.launch(
+            k.kdops,
+            dim=t,
+            device=d,
+            inputs=[self.cloth_tris, self.cloth_tri_epsilon, self.tx],
+            outputs=[self.cloth_kdop],
+        )
+        wp.launch(
+            k.chunk_boxes,
+            dim=self.chunk_box.shape[0],
+            device=d,
+            inputs=[self.collider_kdop],
+            outputs=[self.chunk_box],
         )
         wp.launch(
             k.candidates,
             dim=t,
             device=d,
-            inputs=[self.cloth_tris, self.tri_active, self.tx, eps1, self.lower, self.upper, self.slots],
+            inputs=[self.tri_active, self.cloth_kdop, self.collider_kdop, self.chunk_box, self.slots],
             outputs=[self.candidate, self.candidate_count, self.overflow],
         )
         time_multiplier = dt(1.0 / inputs.h)
@@ -200,7 +218,7 @@ class CollisionStage:
         for _round in range(s.collision_quality):
             wp.launch(
                 k.contacts,
-                dim=(t, self.slots),
+                dim=t,
                 device=d,
                 inputs=[
                     self.cloth_tris,
@@ -228,7 +246,7 @@ class CollisionStage:
             for _pass in range(2):
                 wp.launch(
                     k.impulses,
-                    dim=(t, self.slots),
+                    dim=t,
                     device=d,
                     inputs=[
                         self.cloth_tris,
@@ -237,6 +255,7 @@ class CollisionStage:
                         self.thickness,
                         self.friction,
                         self.candidate,
+                        self.candidate_count,
                         self.pair_active,
                         self.pair_normal,
                         self.pair_distance,

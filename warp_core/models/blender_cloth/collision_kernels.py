@@ -3,8 +3,9 @@
 
 1. after the CG solve, the predicted positions ``tx = x + h v`` and displacements ``tv``;
 2. the colliders moved to the substep's end, interpolated between their frame samples;
-3. candidate pairs (cloth triangle, collider triangle) whose boxes, grown by the cloth's
-   distance and the collider's outer thickness, overlap at the predicted positions;
+3. candidate pairs (cloth triangle, collider triangle) whose 26-sided bounding volumes,
+   grown by the cloth's distance and the collider's outer thickness, overlap at the
+   predicted positions (the pairs Blender's BVH overlap returns);
 4. ``collision_quality`` rounds of: closest points of every candidate pair (``contact``),
    then twice the impulses of every pair in contact, each vertex taking per axis the
    impulse of largest magnitude among its pairs (Blender's rule, independent of order);
@@ -21,6 +22,9 @@ import warp as wp
 
 from .collision_geometry import ALMOST_ZERO, collision_geometry
 from .force_kernels import NO_FMA
+
+KDOP_AXES = 13
+CHUNK = 32  # collider triangles per box of the candidate search
 
 
 @functools.cache
@@ -71,54 +75,164 @@ def collision_kernels(dtype) -> SimpleNamespace:
             current_xnew[i] = cn
             current_v[i] = cn - cx
 
+    @wp.func
+    def kdop_axis(a: wp.int32):
+        # BLI_kdopbvh's 13 axes (not normalized) of its 26-sided bounding volumes
+        v = vec3(dtype(1.0), dtype(0.0), dtype(0.0))
+        if a == 1:
+            v = vec3(dtype(0.0), dtype(1.0), dtype(0.0))
+        elif a == 2:
+            v = vec3(dtype(0.0), dtype(0.0), dtype(1.0))
+        elif a == 3:
+            v = vec3(dtype(1.0), dtype(1.0), dtype(1.0))
+        elif a == 4:
+            v = vec3(dtype(1.0), dtype(-1.0), dtype(1.0))
+        elif a == 5:
+            v = vec3(dtype(1.0), dtype(1.0), dtype(-1.0))
+        elif a == 6:
+            v = vec3(dtype(1.0), dtype(-1.0), dtype(-1.0))
+        elif a == 7:
+            v = vec3(dtype(1.0), dtype(1.0), dtype(0.0))
+        elif a == 8:
+            v = vec3(dtype(1.0), dtype(0.0), dtype(1.0))
+        elif a == 9:
+            v = vec3(dtype(0.0), dtype(1.0), dtype(1.0))
+        elif a == 10:
+            v = vec3(dtype(1.0), dtype(-1.0), dtype(0.0))
+        elif a == 11:
+            v = vec3(dtype(1.0), dtype(0.0), dtype(-1.0))
+        elif a == 12:
+            v = vec3(dtype(0.0), dtype(1.0), dtype(-1.0))
+        return v
+
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def collider_bounds(
+    def kdops(
         tris: wp.array(dtype=wp.vec3i),
-        tri_object: wp.array(dtype=wp.int32),
-        thickness: wp.array(dtype=dtype),
-        xc: wp.array(dtype=vec3),
-        lower: wp.array(dtype=vec3),
-        upper: wp.array(dtype=vec3),
+        tri_epsilon: wp.array(dtype=dtype),
+        points: wp.array(dtype=vec3),
+        kdop: wp.array2d(dtype=dtype),
     ):
+        # each triangle's 26-DOP grown by its tree's epsilon times the axis length, as
+        # Blender's BVH leaves (so every pair closer than the two epsilons overlaps)
         t = wp.tid()
         tri = tris[t]
-        e = thickness[tri_object[t]]
-        grow = vec3(e, e, e)
-        lower[t] = wp.min(wp.min(xc[tri[0]], xc[tri[1]]), xc[tri[2]]) - grow
-        upper[t] = wp.max(wp.max(xc[tri[0]], xc[tri[1]]), xc[tri[2]]) + grow
+        e = tri_epsilon[t]
+        for a in range(KDOP_AXES):
+            axis = kdop_axis(a)
+            grow = e * wp.length(axis)
+            p0 = wp.dot(points[tri[0]], axis)
+            p1 = wp.dot(points[tri[1]], axis)
+            p2 = wp.dot(points[tri[2]], axis)
+            kdop[t, 2 * a] = wp.min(wp.min(p0, p1), p2) - grow
+            kdop[t, 2 * a + 1] = wp.max(wp.max(p0, p1), p2) + grow
+
+    @wp.func
+    def kdops_apart(ka: wp.array2d(dtype=dtype), i: wp.int32, kb: wp.array2d(dtype=dtype), j: wp.int32):
+        apart = bool(False)  # noqa: UP018 (a dynamic Warp variable)
+        for a in range(KDOP_AXES):
+            if ka[i, 2 * a] > kb[j, 2 * a + 1] or kb[j, 2 * a] > ka[i, 2 * a + 1]:
+                apart = True
+                break
+        return apart
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def chunk_boxes(kdop: wp.array2d(dtype=dtype), chunk_box: wp.array2d(dtype=dtype)):
+        # the box around CHUNK consecutive collider triangles (neighbours in the mesh,
+        # mostly): a whole chunk far from a cloth triangle is skipped in one test
+        c = wp.tid()
+        first = c * CHUNK
+        last = wp.min(first + CHUNK, kdop.shape[0])
+        for a in range(3):
+            lo = kdop[first, 2 * a]
+            hi = kdop[first, 2 * a + 1]
+            for t in range(first + 1, last):
+                lo = wp.min(lo, kdop[t, 2 * a])
+                hi = wp.max(hi, kdop[t, 2 * a + 1])
+            chunk_box[c, 2 * a] = lo
+            chunk_box[c, 2 * a + 1] = hi
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def candidates(
-        cloth_tris: wp.array(dtype=wp.vec3i),
         tri_active: wp.array(dtype=wp.int32),
-        tx: wp.array(dtype=vec3),
-        distance_min: dtype,
-        lower: wp.array(dtype=vec3),
-        upper: wp.array(dtype=vec3),
+        cloth_kdop: wp.array2d(dtype=dtype),
+        collider_kdop: wp.array2d(dtype=dtype),
+        chunk_box: wp.array2d(dtype=dtype),
         slots: wp.int32,
         candidate: wp.array2d(dtype=wp.int32),
         candidate_count: wp.array(dtype=wp.int32),
         overflow: wp.array(dtype=wp.int32),
     ):
+        # the leaf pairs of BLI_bvhtree_overlap, in collider-triangle order
         t = wp.tid()
         c = int(0)  # noqa: UP018 (a dynamic Warp variable)
+        n = collider_kdop.shape[0]
         if tri_active[t] != 0:
-            tri = cloth_tris[t]
-            grow = vec3(distance_min, distance_min, distance_min)
-            lo = wp.min(wp.min(tx[tri[0]], tx[tri[1]]), tx[tri[2]]) - grow
-            hi = wp.max(wp.max(tx[tri[0]], tx[tri[1]]), tx[tri[2]]) + grow
-            for j in range(lower.shape[0]):
-                lj = lower[j]
-                uj = upper[j]
-                apart = lo[0] > uj[0] or lo[1] > uj[1] or lo[2] > uj[2]
-                apart = apart or lj[0] > hi[0] or lj[1] > hi[1] or lj[2] > hi[2]
-                if not apart:
-                    if c < slots:
-                        candidate[t, c] = j
-                    else:
-                        overflow[0] = 1
-                    c += 1
+            for k in range(chunk_box.shape[0]):
+                near = bool(True)  # noqa: UP018 (a dynamic Warp variable)
+                for a in range(3):
+                    if (
+                        cloth_kdop[t, 2 * a] > chunk_box[k, 2 * a + 1]
+                        or chunk_box[k, 2 * a] > cloth_kdop[t, 2 * a + 1]
+                    ):
+                        near = False
+                if near:
+                    for j in range(k * CHUNK, wp.min(k * CHUNK + CHUNK, n)):
+                        if not kdops_apart(cloth_kdop, t, collider_kdop, j):
+                            if c < slots:
+                                candidate[t, c] = j
+                            else:
+                                overflow[0] = 1
+                            c += 1
         candidate_count[t] = wp.min(c, slots)
+
+    @wp.func
+    def contacts_pair(
+        t: wp.int32,
+        s: wp.int32,
+        cloth_tris: wp.array(dtype=wp.vec3i),
+        coll_tris: wp.array(dtype=wp.vec3i),
+        tri_object: wp.array(dtype=wp.int32),
+        thickness: wp.array(dtype=dtype),
+        use_normal: wp.array(dtype=wp.int32),
+        candidate: wp.array2d(dtype=wp.int32),
+        candidate_count: wp.array(dtype=wp.int32),
+        tx: wp.array(dtype=vec3),
+        xc: wp.array(dtype=vec3),
+        distance_min: dtype,
+        frame_index: wp.array(dtype=wp.int32),
+        pair_active: wp.array2d(dtype=wp.int32),
+        pair_normal: wp.array2d(dtype=vec3),
+        pair_distance: wp.array2d(dtype=dtype),
+        pair_aw: wp.array2d(dtype=vec3),
+        pair_bw: wp.array2d(dtype=vec3),
+        vertex_touched: wp.array(dtype=wp.int32),
+        frame_touched: wp.array(dtype=wp.int32),
+    ):
+        # every writer of a contact record writes the same 1: no race on the value
+        pair_active[t, s] = 0
+        j = candidate[t, s]
+        a = cloth_tris[t]
+        b = coll_tris[j]
+        obj = tri_object[j]
+        a0 = tx[a[0]]
+        a1 = tx[a[1]]
+        a2 = tx[a[2]]
+        b0 = xc[b[0]]
+        b1 = xc[b[1]]
+        b2 = xc[b[2]]
+        dist, pa, pb, vec = g.contact(a0, a1, a2, b0, b1, b2, use_normal[obj])
+        if dist <= distance_min + thickness[obj] + dtype(ALMOST_ZERO) and wp.length_sq(vec) > dtype(
+            ALMOST_ZERO
+        ):
+            pair_active[t, s] = 1
+            pair_normal[t, s] = wp.normalize(vec)
+            pair_distance[t, s] = dist
+            pair_aw[t, s] = g.barycentric(pa, a0, a1, a2)
+            pair_bw[t, s] = g.barycentric(pb, b0, b1, b2)
+            vertex_touched[a[0]] = 1
+            vertex_touched[a[1]] = 1
+            vertex_touched[a[2]] = 1
+            frame_touched[frame_index[0]] = 1
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def contacts(
@@ -141,33 +255,31 @@ def collision_kernels(dtype) -> SimpleNamespace:
         vertex_touched: wp.array(dtype=wp.int32),
         frame_touched: wp.array(dtype=wp.int32),
     ):
-        # every writer of a contact record writes the same 1: no race on the value
-        t, s = wp.tid()
-        pair_active[t, s] = 0
-        if s < candidate_count[t]:
-            j = candidate[t, s]
-            a = cloth_tris[t]
-            b = coll_tris[j]
-            obj = tri_object[j]
-            a0 = tx[a[0]]
-            a1 = tx[a[1]]
-            a2 = tx[a[2]]
-            b0 = xc[b[0]]
-            b1 = xc[b[1]]
-            b2 = xc[b[2]]
-            dist, pa, pb, vec = g.contact(a0, a1, a2, b0, b1, b2, use_normal[obj])
-            if dist <= distance_min + thickness[obj] + dtype(ALMOST_ZERO) and wp.length_sq(vec) > dtype(
-                ALMOST_ZERO
-            ):
-                pair_active[t, s] = 1
-                pair_normal[t, s] = wp.normalize(vec)
-                pair_distance[t, s] = dist
-                pair_aw[t, s] = g.barycentric(pa, a0, a1, a2)
-                pair_bw[t, s] = g.barycentric(pb, b0, b1, b2)
-                vertex_touched[a[0]] = 1
-                vertex_touched[a[1]] = 1
-                vertex_touched[a[2]] = 1
-                frame_touched[frame_index[0]] = 1
+        # one thread per cloth triangle, over its candidate pairs only
+        t = wp.tid()
+        for s in range(candidate_count[t]):
+            contacts_pair(
+                t,
+                s,
+                cloth_tris,
+                coll_tris,
+                tri_object,
+                thickness,
+                use_normal,
+                candidate,
+                candidate_count,
+                tx,
+                xc,
+                distance_min,
+                frame_index,
+                pair_active,
+                pair_normal,
+                pair_distance,
+                pair_aw,
+                pair_bw,
+                vertex_touched,
+                frame_touched,
+            )
 
     @wp.func
     def weighted(p0: vec3, p1: vec3, p2: vec3, w: vec3):
@@ -181,8 +293,10 @@ def collision_kernels(dtype) -> SimpleNamespace:
             out = vec3()
         return out
 
-    @wp.kernel(module="unique", module_options=NO_FMA)
-    def impulses(
+    @wp.func
+    def impulses_pair(
+        t: wp.int32,
+        s: wp.int32,
         cloth_tris: wp.array(dtype=wp.vec3i),
         coll_tris: wp.array(dtype=wp.vec3i),
         tri_object: wp.array(dtype=wp.int32),
@@ -202,7 +316,6 @@ def collision_kernels(dtype) -> SimpleNamespace:
         pair_impulse: wp.array3d(dtype=vec3),
     ):
         # cloth_collision_response_static for one pair
-        t, s = wp.tid()
         i1 = vec3()
         i2 = vec3()
         i3 = vec3()
@@ -249,6 +362,52 @@ def collision_kernels(dtype) -> SimpleNamespace:
         pair_impulse[t, s, 0] = clamped(i1, clamp_sq)
         pair_impulse[t, s, 1] = clamped(i2, clamp_sq)
         pair_impulse[t, s, 2] = clamped(i3, clamp_sq)
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def impulses(
+        cloth_tris: wp.array(dtype=wp.vec3i),
+        coll_tris: wp.array(dtype=wp.vec3i),
+        tri_object: wp.array(dtype=wp.int32),
+        thickness: wp.array(dtype=dtype),
+        friction: wp.array(dtype=dtype),
+        candidate: wp.array2d(dtype=wp.int32),
+        candidate_count: wp.array(dtype=wp.int32),
+        pair_active: wp.array2d(dtype=wp.int32),
+        pair_normal: wp.array2d(dtype=vec3),
+        pair_distance: wp.array2d(dtype=dtype),
+        pair_aw: wp.array2d(dtype=vec3),
+        pair_bw: wp.array2d(dtype=vec3),
+        tv: wp.array(dtype=vec3),
+        current_v: wp.array(dtype=vec3),
+        distance_min: dtype,
+        time_multiplier: dtype,
+        clamp_sq: dtype,
+        pair_impulse: wp.array3d(dtype=vec3),
+    ):
+        # one thread per cloth triangle, over its candidate pairs only
+        t = wp.tid()
+        for s in range(candidate_count[t]):
+            impulses_pair(
+                t,
+                s,
+                cloth_tris,
+                coll_tris,
+                tri_object,
+                thickness,
+                friction,
+                candidate,
+                pair_active,
+                pair_normal,
+                pair_distance,
+                pair_aw,
+                pair_bw,
+                tv,
+                current_v,
+                distance_min,
+                time_multiplier,
+                clamp_sq,
+                pair_impulse,
+            )
 
     @wp.func
     def larger_per_axis(current: vec3, impulse: vec3):
@@ -317,7 +476,8 @@ def collision_kernels(dtype) -> SimpleNamespace:
         vec3=vec3,
         predict=predict,
         move_colliders=move_colliders,
-        collider_bounds=collider_bounds,
+        kdops=kdops,
+        chunk_boxes=chunk_boxes,
         candidates=candidates,
         contacts=contacts,
         impulses=impulses,
