@@ -3,7 +3,11 @@
 the time per frame with and without the collider (the collision stage's cost), and how far
 each device's trajectory is from the CPU's in the same precision.
 
-    python bench/collisions_device.py [--cells 64] [--frames 24] [--cpu-frames 8] [--out FILE.json]
+    python bench/collisions_device.py [--cells 64] [--frames 24] [--cpu-frames 8] [--devices cpu,cuda:0]
+                                      [--profile] [--out FILE.json]
+
+``--profile`` adds, per device and precision, the milliseconds per frame of each kernel
+(launched one by one, synchronized after each).
 
 The CPU runs fewer frames (``--cpu-frames``; its candidate search is one thread per cloth
 triangle over every collider triangle), and the devices are compared over those frames.
@@ -12,6 +16,7 @@ triangle over every collider triangle), and the devices are compared over those 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 import time
@@ -61,11 +66,34 @@ def uv_sphere(radius: float, segments: int, rings: int, center: tuple[float, flo
 
 def per_frame(sim: ClothSimulator, frames: int) -> tuple[float, np.ndarray]:
     """Seconds per frame of a warm rollout, and its positions."""
-    sim.rollout(2)  # compile and capture
+    sim.rollout(1 + frames)  # compile, capture, and grow the candidate slots as the contacts need
     t0 = time.perf_counter()
     positions = sim.rollout(1 + frames).numpy()
     wp.synchronize()
     return (time.perf_counter() - t0) / frames, positions
+
+
+def kernel_profile(sim: ClothSimulator, frames: int) -> dict[str, float]:
+    """Milliseconds per frame of each kernel over a rollout launched kernel by kernel."""
+    from warp_core.models.blender_cloth import collision, step
+
+    spent: collections.Counter = collections.Counter()
+    launch = wp.launch
+
+    def timed(kernel, *args, **kwargs):
+        t0 = time.perf_counter()
+        launch(kernel, *args, **kwargs)
+        wp.synchronize()
+        spent[kernel.key.split("__")[-1]] += time.perf_counter() - t0
+
+    sim.graphs_enabled = False
+    sim.rollout(1 + frames)
+    collision.wp.launch = step.wp.launch = timed
+    try:
+        sim.rollout(1 + frames)
+    finally:
+        collision.wp.launch = step.wp.launch = launch
+    return {k: round(1e3 * v / frames, 3) for k, v in spent.most_common(10)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", type=int, default=64)
     ap.add_argument("--frames", type=int, default=24)
     ap.add_argument("--cpu-frames", type=int, default=8)
+    ap.add_argument("--devices", help="comma-separated Warp devices (default: the CPU and every CUDA device)")
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     wp.init()
@@ -80,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     sphere = uv_sphere(0.35, 64, 40, (0.03, 0.02, -0.42))
     collide = ClothParams(colliders=(sphere,))
     rows, reference = [], {}
-    devices = ["cpu"] + [d.alias for d in wp.get_cuda_devices()]
+    devices = args.devices.split(",") if args.devices else ["cpu"] + [d.alias for d in wp.get_cuda_devices()]
     for device in devices:
         frames = args.cpu_frames if device == "cpu" else args.frames
         for precision in ("float32", "float64"):
@@ -102,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                 "max_gap_to_cpu_m": float(np.abs(x[:n] - ref[:n]).max()),
                 "lowest_z": float(x[-1, :, 2].min()),
             }
+            if args.profile:
+                sim = ClothSimulator(mesh, collide, device=device, precision=precision)
+                row["kernel_ms_per_frame"] = kernel_profile(sim, frames)
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.out:

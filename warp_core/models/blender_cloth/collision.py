@@ -215,10 +215,11 @@ class CollisionStage:
         )
         time_multiplier = dt(1.0 / inputs.h)
         clamp_sq = dt((s.impulse_clamp * inputs.h / s.time_scale) ** 2)
+        lanes = 1 if wp.get_device(d).is_cpu else self.slots
         for _round in range(s.collision_quality):
             wp.launch(
                 k.contacts,
-                dim=t,
+                dim=(t, lanes),
                 device=d,
                 inputs=[
                     self.cloth_tris,
@@ -241,12 +242,13 @@ class CollisionStage:
                     self.pair_bw,
                     self.vertex_touched,
                     self.frame_touched,
+                    lanes,  # after the outputs, as in the kernel's signature
                 ],
             )
             for _pass in range(2):
                 wp.launch(
                     k.impulses,
-                    dim=t,
+                    dim=(t, lanes),
                     device=d,
                     inputs=[
                         self.cloth_tris,
@@ -267,7 +269,7 @@ class CollisionStage:
                         time_multiplier,
                         clamp_sq,
                     ],
-                    outputs=[self.pair_impulse],
+                    outputs=[self.pair_impulse, lanes],
                 )
                 wp.launch(
                     k.apply_impulses,

@@ -254,10 +254,12 @@ def collision_kernels(dtype) -> SimpleNamespace:
         pair_bw: wp.array2d(dtype=vec3),
         vertex_touched: wp.array(dtype=wp.int32),
         frame_touched: wp.array(dtype=wp.int32),
+        lanes: wp.int32,
     ):
-        # one thread per cloth triangle, over its candidate pairs only
-        t = wp.tid()
-        for s in range(candidate_count[t]):
+        # ``lanes`` threads per cloth triangle share its candidate pairs (1 on the CPU, where
+        # a thread per empty slot costs more than the loop; the slot count on a GPU)
+        t, lane = wp.tid()
+        for s in range(lane, candidate_count[t], lanes):
             contacts_pair(
                 t,
                 s,
@@ -383,10 +385,12 @@ def collision_kernels(dtype) -> SimpleNamespace:
         time_multiplier: dtype,
         clamp_sq: dtype,
         pair_impulse: wp.array3d(dtype=vec3),
+        lanes: wp.int32,
     ):
-        # one thread per cloth triangle, over its candidate pairs only
-        t = wp.tid()
-        for s in range(candidate_count[t]):
+        # ``lanes`` threads per cloth triangle share its candidate pairs (1 on the CPU, where
+        # a thread per empty slot costs more than the loop; the slot count on a GPU)
+        t, lane = wp.tid()
+        for s in range(lane, candidate_count[t], lanes):
             impulses_pair(
                 t,
                 s,
