@@ -155,8 +155,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-unmodeled",
         action="store_true",
-        help="fit even when a cloth uses settings the fit does not simulate (collisions, force fields, "
-        "pressure, ...); each becomes a warning in the report",
+        help="fit even when a cloth uses settings the fit does not simulate (self collision, some force "
+        "fields, a pressure group, ...); each becomes a warning in the report",
     )
     p.add_argument(
         "--shared",

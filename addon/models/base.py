@@ -35,6 +35,39 @@ class TieOption:
     default: bool = True
 
 
+class FrameSampler(Protocol):
+    """Scene data besides the object that a model reads frame by frame while its goals are
+    sampled (the Collision objects a cloth meets), then adds to its settings.
+
+    Entered around the goal pass, called as ``on_frame(k, frame)`` at each of its frames
+    (consecutive, from the cache start), then ``settings`` completes what ``read_settings``
+    gave."""
+
+    def __enter__(self) -> FrameSampler: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def __call__(self, k: int, frame: float) -> None: ...
+
+    def settings(self, settings: ModelSettings) -> ModelSettings: ...
+
+
+class NoFrameSampler:
+    """The :class:`FrameSampler` of a model that reads everything in ``read_settings``."""
+
+    def __enter__(self) -> NoFrameSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __call__(self, k: int, frame: float) -> None:
+        return None
+
+    def settings(self, settings: ModelSettings) -> ModelSettings:
+        return settings
+
+
 class SceneModel(Protocol):
     """One model's scene side. ``name`` is the ``warp_core.models`` name it reads for."""
 
@@ -69,6 +102,15 @@ class SceneModel(Protocol):
     ) -> tuple[np.ndarray, np.ndarray]:
         """(goals (F, N, 3), world matrices (F, 4, 4)) at ``frames``; ``on_frame(k, frame)``
         runs with the scene at each frame. The scene frame is restored afterwards."""
+
+    def frame_sampler(
+        self,
+        scene: bpy.types.Scene,
+        ob: bpy.types.Object,
+        mod: bpy.types.Modifier,
+        depsgraph: bpy.types.Depsgraph,
+    ) -> FrameSampler:
+        """What to read during the goal pass besides the goals (see :class:`FrameSampler`)."""
 
     def unmodeled_settings(
         self, scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.Modifier

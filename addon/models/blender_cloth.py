@@ -25,6 +25,7 @@ from ..scene.mesh_read import (
     vertex_group_weights,
 )
 from .base import TieOption, as_type_of, parameter_box, plain
+from .blender_cloth_collisions import ColliderSampler, collision_settings_values
 from .blender_cloth_fields import field_rows
 from .blender_cloth_unmodeled import cautions, unmodeled_settings
 
@@ -67,7 +68,9 @@ def export_cloth_params(mod: bpy.types.ClothModifier, scene: bpy.types.Scene) ->
 
     ``gravity`` is what the solver applies before its internal 0.001 factor:
     ``scene.gravity * effector_weights.gravity`` when the scene's gravity is on, else 0.
-    (``ClothSettings.gravity`` is never read by Blender's solver.)
+    (``ClothSettings.gravity`` is never read by Blender's solver.) The collision settings
+    come from ``collision_settings``; the colliders need the frames of a fit, so they are
+    left empty here (see :class:`~.blender_cloth_collisions.ColliderSampler`).
     """
     s = mod.settings
     if scene.use_gravity:
@@ -80,7 +83,10 @@ def export_cloth_params(mod: bpy.types.ClothModifier, scene: bpy.types.Scene) ->
     values["time_scale"] = float(values["time_scale"])
     values["bending_model"] = str(values["bending_model"])
     fields = field_rows(scene, mod)
-    return ClothParams(**values, gravity=gravity, force_fields=fields, fps=float(scene.render.fps))
+    collision = collision_settings_values(mod.id_data, mod)
+    return ClothParams(
+        **values, **collision, gravity=gravity, force_fields=fields, fps=float(scene.render.fps)
+    )
 
 
 def export_cloth_mesh(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> ClothMesh:
@@ -221,6 +227,15 @@ class BlenderClothScene:
         on_frame: Callable[[int, float], None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         return sample_cloth_input(ob, depsgraph, scene, frames, on_frame)
+
+    def frame_sampler(
+        self,
+        scene: bpy.types.Scene,
+        ob: bpy.types.Object,
+        mod: bpy.types.ClothModifier,
+        depsgraph: bpy.types.Depsgraph,
+    ) -> ColliderSampler:
+        return ColliderSampler(scene, ob, mod, depsgraph)
 
     def unmodeled_settings(
         self, scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier

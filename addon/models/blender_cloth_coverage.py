@@ -1,6 +1,7 @@
-"""Every property of Blender 5.0's ``ClothSettings``, ``ClothCollisionSettings`` and
-``EffectorWeights``, sorted into what the ``blender_cloth`` model simulates, what the input
-check refuses (:mod:`.blender_cloth_unmodeled`) and what cannot change the cloth's motion.
+"""Every property of Blender 5.0's ``ClothSettings``, ``ClothCollisionSettings``,
+``EffectorWeights`` and a collider's ``CollisionSettings`` (``Object.collision``), sorted
+into what the ``blender_cloth`` model simulates, what the input check refuses
+(:mod:`.blender_cloth_unmodeled`) and what cannot change the cloth's motion.
 
 A test walks the RNA properties and fails on any that is in none of the lists, so a setting
 a new Blender adds is decided on instead of being silently ignored by the fit.
@@ -8,8 +9,8 @@ a new Blender adds is decided on instead of being silently ignored by the fit.
 
 from __future__ import annotations
 
-# Read by the model: ClothParams fields, the pin, stiffness and shrinking groups, and the
-# gravity weight.
+# Read by the model: ClothParams fields, the pin, stiffness and shrinking groups, the
+# gravity weight, and the object collisions (colliders and the cloth's collision settings).
 SIMULATED: dict[str, tuple[str, ...]] = {
     "ClothSettings": (
         "tension_stiffness",
@@ -49,7 +50,16 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "pressure_factor",
         "effector_weights",  # its gravity weight; the other weights are checked below
     ),
-    "ClothCollisionSettings": (),
+    "ClothCollisionSettings": (
+        "use_collision",
+        "distance_min",
+        "collision_quality",
+        "impulse_clamp",
+        "collection",
+        "vertex_group_object_collisions",
+    ),
+    # a collider's settings that act on cloth
+    "CollisionSettings": ("use", "thickness_outer", "cloth_friction", "use_culling", "use_normal"),
     # all, force and wind weigh the Wind and Force fields the model simulates
     # (blender_cloth_fields); a field the model does not simulate is refused by name
     "EffectorWeights": ("gravity", "all", "force", "wind"),
@@ -74,20 +84,13 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "goal_default",
     ),
     "ClothCollisionSettings": (
-        "use_collision",
-        "distance_min",
-        "friction",
-        "damping",
-        "collision_quality",
-        "impulse_clamp",
-        "collection",
-        "vertex_group_object_collisions",
         "use_self_collision",
         "self_distance_min",
         "self_friction",
         "self_impulse_clamp",
         "vertex_group_self_collisions",
     ),
+    "CollisionSettings": (),
     "EffectorWeights": (
         "vortex",
         "magnetic",
@@ -116,7 +119,21 @@ IRRELEVANT: dict[str, dict[str, str]] = {
         "density_strength": "hair",
         "voxel_cell_size": "hair",
     },
-    "ClothCollisionSettings": {},
+    # object collisions read the collider's friction; nothing reads these
+    "ClothCollisionSettings": {"friction": "unused", "damping": "unused"},
+    # for particles and soft bodies; absorption weakens fields with absorption (refused)
+    "CollisionSettings": {
+        "thickness_inner": "softbody",
+        "damping": "softbody",
+        "damping_factor": "particles",
+        "damping_random": "particles",
+        "friction_factor": "particles",
+        "friction_random": "particles",
+        "permeability": "particles",
+        "stickiness": "particles",
+        "use_particle_kill": "particles",
+        "absorption": "fields",
+    },
     "EffectorWeights": {"apply_to_hair_growing": "hair"},
 }
 

@@ -66,17 +66,8 @@ def _has_loose_edges(mesh: bpy.types.Mesh) -> bool:
 
 
 def _collisions(scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier) -> Iterator[str]:
-    c = mod.collision_settings
-    if c.use_collision:
-        pool = c.collection.all_objects if c.collection is not None else scene.objects
-        colliders = sorted(
-            o.name for o in pool if o != ob and any(m.type == "COLLISION" for m in o.modifiers)
-        )
-        if colliders:
-            names = ", ".join(f"'{n}'" for n in colliders)
-            what = "Object Collisions (collision_settings.use_collision) is on"
-            yield f"{what} with collision object(s) {names}"
-    if c.use_self_collision:
+    # object collisions are simulated as Blender does them, self collision is not
+    if mod.collision_settings.use_self_collision:
         yield _on("Self Collision", "collision_settings.use_self_collision")
 
 

@@ -29,7 +29,7 @@ from ..scene.mesh_read import (
     triangles,
     vertex_group_weights,
 )
-from .base import as_type_of, parameter_box, plain
+from .base import NoFrameSampler, as_type_of, parameter_box, plain
 from .blender_cloth_fields import acting_fields
 
 NAME = "soft_body"
@@ -300,6 +300,16 @@ class SoftBodyScene:
     @staticmethod
     def cautions(mod: bpy.types.SoftBodyModifier) -> list[str]:
         return []
+
+    @staticmethod
+    def frame_sampler(
+        scene: bpy.types.Scene,
+        ob: bpy.types.Object,
+        mod: bpy.types.SoftBodyModifier,
+        depsgraph: bpy.types.Depsgraph,
+    ) -> NoFrameSampler:
+        # its colliders are read with its settings (read_params)
+        return NoFrameSampler()
 
 
 SCENE_MODEL = SoftBodyScene()

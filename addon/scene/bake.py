@@ -131,19 +131,21 @@ def bake_object(
     error_colors = s.bake_error_colors if error_colors is None else error_colors
 
     frames = list(range(start, end + 1))
+    sampler = model.frame_sampler(scene, ob, mod, depsgraph)
     saved = scene.frame_current, scene.frame_subframe
     try:
         scene.frame_set(start)
         try:
             mesh = model.read_geometry(ob, depsgraph)
             model.check_geometry(mesh)
-            goals, matrices = model.sample_goals(ob, depsgraph, scene, frames)
+            with sampler:
+                goals, matrices = model.sample_goals(ob, depsgraph, scene, frames, on_frame=sampler)
         except ValueError as e:
             raise BakeError(one_line(e)) from e
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
-    params = model.read_settings(mod, scene)
     try:
+        params = sampler.settings(model.read_settings(mod, scene))
         sim = get_model(model.name).build(mesh, params, device, model.precision, start_frame=start)
         world = sim.rollout(end, None, goals).numpy()
     except ValueError as e:

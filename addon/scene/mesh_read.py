@@ -134,8 +134,8 @@ def sample_modifier_input(
     frame, subframe = scene.frame_current, scene.frame_subframe
     goals: list[np.ndarray] = []
     matrices: list[np.ndarray] = []
-    try:
-        with modifier_input_stack(ob, mod, depsgraph):
+    with modifier_input_stack(ob, mod, depsgraph):
+        try:
             for k, f in enumerate(frames):
                 whole = math.floor(f)
                 scene.frame_set(int(whole), subframe=float(f - whole))
@@ -145,8 +145,12 @@ def sample_modifier_input(
                 matrices.append(matrix)
                 if on_frame is not None:
                     on_frame(k, f)
-    finally:
-        scene.frame_set(frame, subframe=subframe)
+        finally:
+            # back at the caller's frame before the modifier is on again: switched on at the
+            # pass's last frame, a cloth starts from there as if the timeline jumped, and
+            # Blender's own run from the cache start then falls differently (and through
+            # its colliders) until a setting of the cloth changes
+            scene.frame_set(frame, subframe=subframe)
     n = len(goals[0]) if goals else 0
     if any(len(g) != n for g in goals):
         raise ValueError(

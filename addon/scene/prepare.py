@@ -40,11 +40,15 @@ def prepare_fit(
     read: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
     surface = request.loss in ("surface", "auto")  # auto decides once the targets are read
 
-    def read_targets(_k: int, frame: float) -> None:
+    # what the model reads from the scene around the object on the same frames (colliders)
+    sampler = model.frame_sampler(scene, ob, mod, depsgraph)
+
+    def read_targets(k_frame: int, frame: float) -> None:
         for k, t in by_frame.get(int(frame), ()):
             read[k] = _read_target(ob, t, depsgraph, surface)
         if int(frame) in wanted:
             read_camera(scene, footage, int(frame))
+        sampler(k_frame, frame)
 
     saved = scene.frame_current, scene.frame_subframe
     try:
@@ -66,7 +70,8 @@ def prepare_fit(
             wanted, last = set(marker_frames), max(marker_frames)
         frames = list(range(start, last + 1))
         try:
-            goals, _ = model.sample_goals(ob, depsgraph, scene, frames, on_frame=read_targets)
+            with sampler:
+                goals, _ = model.sample_goals(ob, depsgraph, scene, frames, on_frame=read_targets)
         except ValueError as e:
             raise FitInputError(one_line(e)) from e
         if footage is not None:
@@ -80,7 +85,10 @@ def prepare_fit(
         read_positions = [read[k][0] for k in range(len(request.targets))]
         loss = resolve_loss(request.loss, read_positions, mesh.vertex_count)
         targets = _targets(request, read, mesh.vertex_count, loss == "surface")
-    params = model.read_settings(mod, scene)
+    try:
+        params = sampler.settings(model.read_settings(mod, scene))
+    except ValueError as e:
+        raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
     modifier_values = {name: getattr(params, name) for name in model.settings_fields}
     try:
         start_params = params.replace(**request.start_values)

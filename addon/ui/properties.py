@@ -193,8 +193,8 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     )
     allow_unmodeled: BoolProperty(
         name="Ignore Unsupported Settings",
-        description="Fit even when the cloth uses settings the fit does not simulate (collisions, force "
-        "fields, pressure, ...); the result then carries a warning for each",
+        description="Fit even when the cloth uses settings the fit does not simulate (self collision, some "
+        "force fields, a pressure group, ...); the result then carries a warning for each",
         default=False,
     )
     result_json: StringProperty(name="Result", description="Summary of the last fit (JSON)", default="")

@@ -210,8 +210,10 @@ def model_trajectory(ob: bpy.types.Object, frame_end: int, values: dict | None =
     scene.frame_set(start)
     mesh = model.read_geometry(ob, depsgraph)
     scene.frame_set(frame)
-    goals, _ = model.sample_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)))
-    params = model.read_settings(mod, scene).replace(**(values or {}))
+    sampler = model.frame_sampler(scene, ob, mod, depsgraph)
+    with sampler:
+        goals, _ = model.sample_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)), sampler)
+    params = sampler.settings(model.read_settings(mod, scene)).replace(**(values or {}))
     sim = get_model(model.name).build(mesh, params, "cpu", model.precision, start_frame=start)
     return sim.rollout(frame_end, None, goals).numpy()
 

@@ -18,6 +18,7 @@ errors = addon_module("errors")
 records = addon_module("scene.records")
 fit_request = addon_module("request")
 coverage = addon_module("models.blender_cloth_coverage")
+cloth_collisions = addon_module("models.blender_cloth_collisions")
 
 
 def cloth_with_target() -> bpy.types.Object:
@@ -40,12 +41,16 @@ def group(ob: bpy.types.Object, name: str) -> str:
     return name
 
 
-def collider(name: str = "Ground", collection: bpy.types.Collection | None = None) -> bpy.types.Object:
+def collider(
+    name: str = "Ground", collection: bpy.types.Collection | None = None, single_sided: bool = False
+) -> bpy.types.Object:
+    """A 4 m square with a Collision modifier (Blender turns Single Sided on for a new one)."""
     me = bpy.data.meshes.new(name)
     me.from_pydata([(-2, -2, 0), (2, -2, 0), (2, 2, 0), (-2, 2, 0)], [], [[0, 1, 2, 3]])
     ob = bpy.data.objects.new(name, me)
     (collection or bpy.context.scene.collection).objects.link(ob)
     ob.modifiers.new("Collision", "COLLISION")
+    ob.collision.use_culling = single_sided
     return ob
 
 
@@ -92,7 +97,6 @@ def group_setting(name: str) -> Callable[[bpy.types.Object], None]:
 
 # (change to the scene, the words the refusal must contain)
 REFUSED = {
-    "collision object": (lambda ob: collider(), "collision_settings.use_collision"),
     "self collision": (
         settings(**{"collision.use_self_collision": True}),
         "collision_settings.use_self_collision",
@@ -160,11 +164,9 @@ def test_refused_by_name_then_a_warning_with_the_override(case: str) -> None:
 ACCEPTED = {
     "defaults": lambda ob: None,
     "gravity weight": lambda ob: setattr(cloth(ob).settings.effector_weights, "gravity", 0.5),
-    "collisions off": lambda ob: (collider(), setattr(cloth(ob).collision_settings, "use_collision", False)),
-    "collider outside the collision collection": lambda ob: (
-        collider(),
-        setattr(cloth(ob).collision_settings, "collection", bpy.data.collections.new("Empty")),
-    ),
+    # simulated: object collisions, double- and single-sided
+    "collision object": lambda ob: collider(),
+    "single-sided collision object": lambda ob: collider(single_sided=True),
     "wind weight 0": lambda ob: (force_field(), setattr(cloth(ob).settings.effector_weights, "wind", 0.0)),
     "all weights 0": lambda ob: (
         force_field("FORCE"),
@@ -226,13 +228,19 @@ def test_the_collision_collection_decides() -> None:
     ob = cloth_with_target()
     colliders = bpy.data.collections.new("Colliders")
     collider("Floor", colliders)
+    collider("Wall")
+    scene = bpy.context.scene
+    names = [o.name for o in cloth_collisions.collision_objects(scene, ob, cloth(ob))]
+    assert names == ["Wall"]  # Floor's collection is not linked to the scene
     cloth(ob).collision_settings.collection = colliders
-    assert "'Floor'" in (refusal(ob) or "")
+    names = [o.name for o in cloth_collisions.collision_objects(scene, ob, cloth(ob))]
+    assert names == ["Floor"]
+    assert refusal(ob) is None
 
 
 def test_every_blender_setting_is_decided() -> None:
     """A property Blender adds must be sorted into simulated, refused or irrelevant."""
-    for struct in ("ClothSettings", "ClothCollisionSettings", "EffectorWeights"):
+    for struct in ("ClothSettings", "ClothCollisionSettings", "EffectorWeights", "CollisionSettings"):
         props = {p.identifier for p in getattr(bpy.types, struct).bl_rna.properties} - {"rna_type"}
         lists = (
             set(coverage.SIMULATED[struct]),

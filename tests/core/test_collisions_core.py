@@ -143,3 +143,18 @@ def test_fit_through_collisions_recovers_tension():
     assert result.params["tension_stiffness"] == pytest.approx(40.0, rel=5e-3), result.params
     with pytest.raises(FitError, match="collisions have no tape gradient"):
         fit(problem, FitSettings(optimizer="adam", global_search=False))
+
+
+@pytest.mark.parametrize("single_sided", [True, False])
+def test_single_sided_pushes_a_sheet_behind_the_plane_to_its_front(single_sided):
+    """Blender's Single Sided: a cloth found behind the collider's faces (here 1 cm under
+    a plane facing up) is pushed through to the front; double-sided, it is pushed away."""
+    plane = plane_collider(PLANE_Z)
+    plane = ClothCollider(plane.name, plane.triangles, plane.positions, use_culling=single_sided)
+    sim = ClothSimulator(grid_mesh(8, 8, 1.0), ClothParams(colliders=(plane,)), precision="float64")
+    below = sim.rest_positions.numpy() + np.array([0.0, 0.0, PLANE_Z - 0.01])
+    z = sim.rollout(13, x0=wp.array(below, dtype=sim.vec3)).numpy()[-1, :, 2]
+    if single_sided:
+        assert z.min() > PLANE_Z, z
+    else:
+        assert z.max() < PLANE_Z - 0.02, z

@@ -24,7 +24,7 @@ class ClothCollider:
     positions: np.ndarray  # (F, V, 3) float64, F >= 1
     thickness_outer: float = 0.02  # collision.thickness_outer: added to the cloth's distance
     friction: float = 5.0  # collision.cloth_friction, in percent of the normal impulse
-    use_culling: bool = False  # collision.use_culling ("Single Sided")
+    use_culling: bool = True  # collision.use_culling ("Single Sided", on by default)
     use_normal: bool = False  # collision.use_normal ("Override Normals")
 
     def __post_init__(self) -> None:

@@ -94,6 +94,7 @@ class CollisionStage:
         self.vertex_object = ints(vertex_object)
         self.thickness = floats([c.thickness_outer for c in colliders])
         self.friction = floats([c.friction for c in colliders])
+        self.use_culling = ints([int(c.use_culling) for c in colliders])
         self.use_normal = ints([int(c.use_normal) for c in colliders])
         self.cloth_tris = ints(tris, wp.vec3i)
         self.tri_active = ints(active.astype(np.int32))
@@ -226,6 +227,7 @@ class CollisionStage:
                     self.coll_tris,
                     self.tri_object,
                     self.thickness,
+                    self.use_culling,
                     self.use_normal,
                     self.candidate,
                     self.candidate_count,

@@ -193,15 +193,104 @@ def collision_geometry(dtype) -> SimpleNamespace:
         return hit, count, i1, i2
 
     @wp.func
-    def contact(a0: vec3, a1: vec3, a2: vec3, b0: vec3, b1: vec3, b2: vec3, use_normal: wp.int32):
+    def ray_hits_triangle(origin: vec3, direction: vec3, v0: vec3, v1: vec3, v2: vec3):
+        # isect_ray_tri_v3: (hit, distance along the direction)
+        e1 = v1 - v0
+        e2 = v2 - v0
+        p = wp.cross(direction, e2)
+        a = wp.dot(e1, p)
+        hit = False
+        lam = dtype(0.0)
+        if a <= dtype(-1.0e-8) or a >= dtype(1.0e-8):
+            f = dtype(1.0) / a
+            sv = origin - v0
+            u = f * wp.dot(sv, p)
+            if u >= dtype(0.0) and u <= dtype(1.0):
+                q = wp.cross(sv, e1)
+                v = f * wp.dot(direction, q)
+                if v >= dtype(0.0) and u + v <= dtype(1.0):
+                    lam = f * wp.dot(e2, q)
+                    hit = lam >= dtype(0.0)
+        return hit, lam
+
+    @wp.func
+    def in_slice(p: vec3, l1: vec3, l2: vec3):
+        # point_in_slice_seg: p between the planes through l1 and l2 normal to l2 - l1
+        n = l2 - l1
+        h = wp.dot(n, p - l1) / wp.dot(n, n)
+        return h >= dtype(0.0) and h <= dtype(1.0)
+
+    @wp.func
+    def backside_push(a0: vec3, a1: vec3, a2: vec3, b0: vec3, b1: vec3, b2: vec3, normal: vec3):
+        """Single Sided, a cloth triangle behind the collider's: the deepest of its corners
+        below b, b's corners above it and the edge crossings (found, point on a, on b)."""
+        maxdist = dtype(0.0)
+        found = False
+        pa = vec3()
+        pb = vec3()
+        for i in range(3):
+            p = corner(a0, a1, a2, i)
+            hit, t = ray_hits_triangle(p, normal, b0, b1, b2)
+            if hit and t > maxdist:
+                maxdist = t
+                pa = p
+                pb = p + normal * t
+                found = True
+        for i in range(3):
+            p = corner(b0, b1, b2, i)
+            hit, t = ray_hits_triangle(p, -normal, a0, a1, a2)
+            if hit and t > maxdist:
+                maxdist = t
+                pa = p - normal * t
+                pb = p
+                found = True
+        for i in range(3):
+            bi = corner(b0, b1, b2, i)
+            bn = corner(b0, b1, b2, (i + 1) % 3)
+            plane = wp.cross(bn - bi, normal)
+            for j in range(3):
+                aj = corner(a0, a1, a2, j)
+                an = corner(a0, a1, a2, (j + 1) % 3)
+                # isect_line_plane_v3, then both slices, then closest_to_line_v3
+                u = an - aj
+                dn = wp.dot(plane, u)
+                if wp.abs(dn) > dtype(ALMOST_ZERO):
+                    p = aj + u * (-wp.dot(plane, aj - bi) / dn)
+                    if in_slice(p, aj, an) and in_slice(p, bi, bn):
+                        e = bn - bi
+                        q = bi + e * (wp.dot(e, p - bi) / wp.dot(e, e))
+                        gap = p - q
+                        t = wp.length(gap)
+                        if t > maxdist and wp.dot(gap, normal) < dtype(0.0):
+                            maxdist = t
+                            pa = p
+                            pb = q
+                            found = True
+        return found, pa, pb
+
+    @wp.func
+    def contact(
+        a0: vec3, a1: vec3, a2: vec3, b0: vec3, b1: vec3, b2: vec3, culling: wp.int32, use_normal: wp.int32
+    ):
         """(distance, point on a, point on b, direction away from b) of a cloth triangle a
-        and a collider triangle b; Single Sided (culling) is not handled here."""
+        and a collider triangle b, as compute_collision_point_tri_tri; FAR when Single
+        Sided (``culling``) rules the pair out."""
         hit, count, isect_a, isect_b = triangles_intersect(a0, a1, a2, b0, b1, b2)
         normal = wp.normalize(wp.cross(b0 - b1, b1 - b2))
+        backside = False
+        if culling != 0:
+            if not hit:
+                cent = (b0 + b1 + b2) / dtype(3.0)
+                for i in range(3):
+                    if wp.dot(corner(a0, a1, a2, i) - cent, normal) < dtype(0.0):
+                        backside = True
+            elif count != 1:
+                backside = True
         pa = vec3()
         pb = vec3()
         vec = vec3()
         dist = dtype(FAR)
+        done = False
         if count == 1:
             pa = isect_a
             pb = isect_b
@@ -209,7 +298,21 @@ def collision_geometry(dtype) -> SimpleNamespace:
             if use_normal != 0:
                 vec = normal
             dist = dtype(0.0)
-        else:
+            done = True
+        if not done and backside:
+            found, qa, qb = backside_push(a0, a1, a2, b0, b1, b2, normal)
+            if found:
+                pa = qa
+                pb = qb
+                vec = pb - pa
+                if use_normal != 0:
+                    if wp.dot(normal, vec) >= dtype(0.0):
+                        vec = normal
+                    else:
+                        vec = -normal
+                dist = dtype(0.0)
+                done = True
+        if not done:
             for i in range(3):
                 p = corner(a0, a1, a2, i)
                 q = closest_on_triangle(p, b0, b1, b2)
@@ -246,11 +349,15 @@ def collision_geometry(dtype) -> SimpleNamespace:
             else:
                 vec = pb - pa
                 dist = dtype(0.0)
-            if use_normal != 0:
+            if culling != 0 and use_normal != 0:
+                vec = normal
+            elif use_normal != 0:
                 if wp.dot(normal, vec) >= dtype(0.0):
                     vec = normal
                 else:
                     vec = -normal
+            elif culling != 0 and wp.dot(vec, normal) < dtype(0.0):
+                dist = dtype(FAR)
         return dist, pa, pb, vec
 
     @wp.func

@@ -193,6 +193,7 @@ def collision_kernels(dtype) -> SimpleNamespace:
         coll_tris: wp.array(dtype=wp.vec3i),
         tri_object: wp.array(dtype=wp.int32),
         thickness: wp.array(dtype=dtype),
+        use_culling: wp.array(dtype=wp.int32),
         use_normal: wp.array(dtype=wp.int32),
         candidate: wp.array2d(dtype=wp.int32),
         candidate_count: wp.array(dtype=wp.int32),
@@ -220,7 +221,7 @@ def collision_kernels(dtype) -> SimpleNamespace:
         b0 = xc[b[0]]
         b1 = xc[b[1]]
         b2 = xc[b[2]]
-        dist, pa, pb, vec = g.contact(a0, a1, a2, b0, b1, b2, use_normal[obj])
+        dist, pa, pb, vec = g.contact(a0, a1, a2, b0, b1, b2, use_culling[obj], use_normal[obj])
         if dist <= distance_min + thickness[obj] + dtype(ALMOST_ZERO) and wp.length_sq(vec) > dtype(
             ALMOST_ZERO
         ):
@@ -240,6 +241,7 @@ def collision_kernels(dtype) -> SimpleNamespace:
         coll_tris: wp.array(dtype=wp.vec3i),
         tri_object: wp.array(dtype=wp.int32),
         thickness: wp.array(dtype=dtype),
+        use_culling: wp.array(dtype=wp.int32),
         use_normal: wp.array(dtype=wp.int32),
         candidate: wp.array2d(dtype=wp.int32),
         candidate_count: wp.array(dtype=wp.int32),
@@ -267,6 +269,7 @@ def collision_kernels(dtype) -> SimpleNamespace:
                 coll_tris,
                 tri_object,
                 thickness,
+                use_culling,
                 use_normal,
                 candidate,
                 candidate_count,
