@@ -104,11 +104,48 @@ def deforming_collider() -> tuple[bpy.types.Scene, bpy.types.Object]:
     return _finish(_cloth(0.1, pins=True))
 
 
+def pinned_over_sphere() -> tuple[bpy.types.Scene, bpy.types.Object]:
+    """A sheet pinned along its +y edge, 10 cm above a still UV sphere of radius 0.5 whose
+    top is 5 cm below it: the free part swings down onto the sphere and hangs over it."""
+    reset_scene()
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, location=(0.0, 0.0, -0.45))
+    _collider(bpy.context.object).name = "Sphere"
+    return _finish(_cloth(0.1, pins=True))
+
+
+def drape_over_table() -> tuple[bpy.types.Scene, bpy.types.Object]:
+    """A sheet 8 cm above a table top of 0.7 x 0.7 m (a box 1 m high): it lands and its
+    edges drape over the table's."""
+    reset_scene()
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, -0.5))
+    bpy.context.object.scale = (0.7, 0.7, 1.0)
+    _collider(bpy.context.object).name = "Table"
+    return _finish(_cloth(0.08))
+
+
+def drop_on_sphere() -> tuple[bpy.types.Scene, bpy.types.Object]:
+    """A sheet 10 cm above the top of a UV sphere of radius 0.5: it lands on the top and
+    slides off round it."""
+    reset_scene()
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, location=(0.0, 0.0, 0.0))
+    _collider(bpy.context.object).name = "Sphere"
+    return _finish(_cloth(0.6))
+
+
+def deforming_collider_quality_1() -> tuple[bpy.types.Scene, bpy.types.Object]:
+    """``deforming_collider`` at collision quality 1."""
+    scene, ob = deforming_collider()
+    registry.scene_model("blender_cloth").find_modifier(ob).collision_settings.collision_quality = 1
+    return scene, ob
+
+
 SCENES: dict[str, Callable[[], tuple[bpy.types.Scene, bpy.types.Object]]] = {
     "sheet_on_cube": sheet_on_cube,
     "drape_on_sphere": drape_on_sphere,
     "moving_plane": moving_plane,
     "deforming_collider": deforming_collider,
+    "pinned_over_sphere": pinned_over_sphere,
+    "deforming_collider_quality_1": deforming_collider_quality_1,
 }
 
 

@@ -158,3 +158,12 @@ def test_single_sided_pushes_a_sheet_behind_the_plane_to_its_front(single_sided)
         assert z.min() > PLANE_Z, z
     else:
         assert z.max() < PLANE_Z - 0.02, z
+
+
+def test_a_moving_collider_at_collision_quality_2_carries_a_caution():
+    still = plane_collider()
+    rising = plane_collider(np.linspace(PLANE_Z, PLANE_Z + 0.1, 5), frames=5)
+    assert ClothParams(colliders=(still,)).cautions() == []
+    assert ClothParams(colliders=(rising,), collision_quality=1).cautions() == []
+    (caution,) = ClothParams(colliders=(still, rising), collision_quality=2).cautions()
+    assert caution.startswith("Collision object 'Plane' moves: at collision quality 2")

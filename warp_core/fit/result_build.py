@@ -218,8 +218,10 @@ def _search_summary(found: SearchResult) -> dict[str, object]:
 
 
 def start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
-    """A start value outside the fit's bounds is moved onto the bound: say so."""
-    out = []
+    """A start value outside the fit's bounds is moved onto the bound: say so; and the
+    settings' own cautions (simulated, but where the scene's solver may replay differently)."""
+    cautions = getattr(problem.params, "cautions", None)
+    out = list(cautions()) if cautions is not None else []
     for k, name in enumerate(spec.free_names):
         v = float(getattr(problem.params, name))
         lo, hi = float(spec.value_lower[k]), float(spec.value_upper[k])
