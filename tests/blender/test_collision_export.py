@@ -27,6 +27,8 @@ COLLIDER = {
     "drape_on_sphere": "Sphere",
     "moving_plane": "Plane",
     "deforming_collider": "Ground",
+    "pinned_over_sphere": "Sphere",
+    "deforming_collider_quality_1": "Ground",
 }
 
 
@@ -82,7 +84,7 @@ def test_colliders_are_the_scene_meshes(name: str) -> None:
     assert goals.shape == (FRAMES, mesh.vertex_count, 3)
     (collider,) = params.colliders
     assert collider.name == COLLIDER[name]
-    moving = name in ("moving_plane", "deforming_collider")
+    moving = name in ("moving_plane", "deforming_collider", "deforming_collider_quality_1")
     # a collider standing still is one sample; a moving one one per frame
     assert len(collider.positions) == (FRAMES if moving else 1)
     for k in (0, 1, 29, FRAMES - 1):
@@ -98,7 +100,8 @@ def test_colliders_are_the_scene_meshes(name: str) -> None:
     assert (collider.use_culling, collider.use_normal) == (True, False)  # Blender's defaults
     c = cloth_modifier(ob).collision_settings
     assert params.distance_min == pytest.approx(c.distance_min)
-    assert (params.impulse_clamp, params.collision_quality, params.collision_excluded) == (0.0, 2, ())
+    quality = 1 if name.endswith("quality_1") else 2  # Blender's default 2
+    assert (params.impulse_clamp, params.collision_quality, params.collision_excluded) == (0.0, quality, ())
     params.validate()
 
 
