@@ -141,6 +141,9 @@ def test_fit_through_collisions_recovers_tension():
     # contacts switch on and off between nearby values: the misfit is rough below 0.1 mm
     assert result.outcome == "converged" and result.rmse_m < 1e-4
     assert result.params["tension_stiffness"] == pytest.approx(40.0, rel=5e-3), result.params
+    # the result says where the sheet touched (measured: frames 11-16, 24 vertices)
+    assert result.contacts["frames"] == list(range(11, 17)) and 12 <= result.contacts["vertices"] <= 36
+    assert result.summary()["contacts"] == result.contacts
     with pytest.raises(FitError, match="collisions have no tape gradient"):
         fit(problem, FitSettings(optimizer="adam", global_search=False))
 

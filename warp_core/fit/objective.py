@@ -86,7 +86,7 @@ class FitObjective:
         n = problem.mesh.vertex_count
         self.n_forward = 0
         self.n_backward = 0
-        self._cache: tuple[tuple, np.ndarray, Any] | None = None
+        self._cache: tuple[tuple, np.ndarray, Any, dict] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
         if self.kind == "tracks":
@@ -130,7 +130,7 @@ class FitObjective:
         x = rollout.numpy()
         self._check_diverged(x, values)
         if frozen is None:
-            self._cache = (key, x, rollout.frozen)
+            self._cache = (key, x, rollout.frozen, getattr(rollout, "extras", {}))
         return x, rollout.frozen
 
     def _check_bounds(self, values: dict[str, float]) -> None:
@@ -320,6 +320,16 @@ class FitObjective:
         if self.kind == "vertex":
             return float(np.sqrt(np.mean(np.sum((self.target_stack - rest[None]) ** 2, axis=-1))))
         return float(np.sqrt(np.mean([s.value(rest) for s in self.surfaces])))
+
+    def contacts(self, values: dict[str, float]) -> dict | None:
+        """Where the rollout at ``values`` touched collision objects: the frames (scene
+        frame numbers) and how many vertices touched; None without colliders."""
+        self.positions(values)
+        found = self._cache[3].get("contacts") if self._cache is not None else None
+        if found is None:
+            return None
+        start = self.problem.start_frame
+        return {"frames": [start + f for f in found["frames"]], "vertices": found["vertices"]}
 
     def rounding_gap(self, values: dict[str, float]) -> float | None:
         """RMS distance (metres) between this rollout at ``values`` and the same rollout in

@@ -58,6 +58,9 @@ class FitResult:
     track_bindings: dict[str, list[float]] = field(default_factory=dict)
     # footage with the automatic tolerance: the RMSE the markers' own noise explains
     noise_rmse: float | None = None
+    # with collision objects: the frames the fitted rollout touched them in and how many
+    # vertices touched (None without colliders)
+    contacts: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -90,6 +93,11 @@ class FitResult:
             "search": dict(self.search),
             "rounding_gap_m": self.rounding_gap_m,
         }
+        if self.contacts is not None:
+            out["contacts"] = {
+                "frames": list(self.contacts["frames"]),
+                "vertices": int(self.contacts["vertices"]),
+            }
         if self.unit == "px":
             # JSON readers get the unit in the key names; the metre keys stay, empty
             for key in ("rmse", "initial_rmse", "max_error", "motion", "tolerance", "rounding_gap"):

@@ -149,6 +149,7 @@ def build_result(
         track_errors=objective.track_errors(values) if scales.unit == "px" else {},
         track_bindings=objective.track_bindings(values) if scales.unit == "px" else {},
         noise_rmse=scales.jitter_m / NOISE_SLACK if scales.jitter_m is not None else None,
+        contacts=objective.contacts(values) if hasattr(objective, "contacts") else None,
     )
 
 
