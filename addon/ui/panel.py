@@ -59,6 +59,22 @@ def _draw_outcome(box: bpy.types.UILayout, record: dict) -> None:
         col.label(text=line)
 
 
+def contacts_line(record: dict) -> str:
+    """Where the fitted rollout touched collision objects, in a line ("" without colliders)."""
+    contacts = record.get("contacts")
+    if not contacts:
+        return ""
+    frames = contacts.get("frames") or []
+    if not frames:
+        return "No contact with collision objects"
+    span = (
+        f"frame {frames[0]}"
+        if len(frames) == 1
+        else f"frames {frames[0]}-{frames[-1]} ({len(frames)} frames)"
+    )
+    return f"Touched collision objects: {span}, {contacts.get('vertices', 0)} vertices"
+
+
 def _record(ob: bpy.types.Object) -> dict | None:
     text = ob.fit_to_target.result_json
     if not text:
@@ -209,6 +225,9 @@ class FIT_PT_main(bpy.types.Panel):
         )
         _draw_outcome(box, record)
         draw_worst_tracks(box, record)
+        contact = contacts_line(record)
+        if contact:
+            box.label(text=contact, icon="MOD_PHYSICS")
         geometry = record.get("geometry")
         if geometry:
             box.label(

@@ -208,8 +208,20 @@ def test_panel_states() -> None:
     assert ["Tension stiffness", "15", "40"] == text[text.index("After") + 1 : text.index("After") + 4]
     assert "RMSE 29.1 mm -> 0.0028 mm" in text
     assert record["warnings"][0] in text
+    assert not [t for t in text if "collision" in t]  # no colliders: no contact line
     buttons = {entry[1]: entry[2] for entry in log if entry[0] == "operator"}
     assert buttons["object.fit_to_target_apply"] is False  # already applied
+    for contacts, line in (
+        (
+            {"frames": [4, 5, 6], "vertices": 30},
+            "Touched collision objects: frames 4-6 (3 frames), 30 vertices",
+        ),
+        ({"frames": [9], "vertices": 2}, "Touched collision objects: frame 9, 2 vertices"),
+        ({"frames": [], "vertices": 0}, "No contact with collision objects"),
+    ):
+        ob.fit_to_target.result_json = json.dumps({**record, "contacts": contacts})
+        assert line in labels(draw())
+    ob.fit_to_target.result_json = json.dumps(record)
     assert buttons["object.fit_to_target_revert"] is True
     assert buttons["object.fit_to_target_bake"] is True
 
