@@ -25,8 +25,6 @@ class CollisionInputs:
     x: wp.array  # positions at the substep start
     v: wp.array  # velocities the substep started from
     dv: wp.array  # the CG's velocity change
-    goal_old: wp.array
-    goal_new: wp.array
     collider_start: float  # the substep's start and end, as fractions of the frame
     collider_end: float
     h: float
@@ -112,7 +110,9 @@ class CollisionStage:
         self.cloth_kdop = wp.zeros((len(tris), 2 * KDOP_AXES), dtype=dtype, device=device)
         self.collider_tri_epsilon = floats([colliders[o].thickness_outer for o in tri_object])
         self.cloth_tri_epsilon = floats([settings.distance_min] * len(tris))
-        self.v_new, self.tx, self.tv, self.dcvel = (wp.zeros(n, dtype=vec3, device=device) for _ in range(4))
+        self.v_new, self.tx, self.tv, self.dcvel, self.velocity_change = (
+            wp.zeros(n, dtype=vec3, device=device) for _ in range(5)
+        )
         self.overflow = wp.zeros(1, dtype=wp.int32, device=device)
         self.frame_index = wp.zeros(1, dtype=wp.int32, device=device)
         self.vertex_touched = wp.zeros(n, dtype=wp.int32, device=device)
@@ -124,6 +124,8 @@ class CollisionStage:
         d, t = self.device, self.cloth_tris.shape[0]
         vec3 = self.kernels.vec3
         self.slots = int(slots)
+        # threads per cloth triangle over its candidates: one on the CPU, a slot each on a GPU
+        self.lanes = 1 if wp.get_device(d).is_cpu else self.slots
         self.candidate = wp.zeros((t, slots), dtype=wp.int32, device=d)
         self.candidate_count = wp.zeros(t, dtype=wp.int32, device=d)
         self.pair_active = wp.zeros((t, slots), dtype=wp.int32, device=d)
@@ -155,10 +157,9 @@ class CollisionStage:
         frames = np.flatnonzero(self.frame_touched.numpy())
         return {"frames": [int(f) + 1 for f in frames], "vertices": int(self.vertex_touched.numpy().sum())}
 
-    def launch(
-        self, inputs: CollisionInputs, pinned: wp.array, pin_time: float, out_x: wp.array, out_v: wp.array
-    ) -> None:
-        """Predict, collide ``collision_quality`` rounds, and write the substep's end state."""
+    def launch(self, inputs: CollisionInputs, pinned: wp.array) -> tuple[wp.array, wp.array]:
+        """Predict, collide ``collision_quality`` rounds; returns the velocities after the CG
+        and the further velocity change the impulses make, for the substep's update."""
         k = self.kernels
         d, dt = self.device, self.dtype
         n = inputs.x.shape[0]
@@ -216,7 +217,7 @@ class CollisionStage:
         )
         time_multiplier = dt(1.0 / inputs.h)
         clamp_sq = dt((s.impulse_clamp * inputs.h / s.time_scale) ** 2)
-        lanes = 1 if wp.get_device(d).is_cpu else self.slots
+        lanes = self.lanes
         for _round in range(s.collision_quality):
             wp.launch(
                 k.contacts,
@@ -289,18 +290,10 @@ class CollisionStage:
                 k.move_predicted, dim=n, device=d, inputs=[inputs.x, self.tv, pinned], outputs=[self.tx]
             )
         wp.launch(
-            k.finish_substep,
+            k.impulse_velocity,
             dim=n,
             device=d,
-            inputs=[
-                inputs.x,
-                self.v_new,
-                self.dcvel,
-                pinned,
-                inputs.goal_old,
-                inputs.goal_new,
-                dt(pin_time),
-                dt(inputs.h),
-            ],
-            outputs=[out_x, out_v],
+            inputs=[self.dcvel, pinned, dt(inputs.h)],
+            outputs=[self.velocity_change],
         )
+        return self.v_new, self.velocity_change

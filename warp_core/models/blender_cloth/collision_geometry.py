@@ -22,7 +22,9 @@ def collision_geometry(dtype) -> SimpleNamespace:
 
     @wp.func
     def closest_on_triangle(p: vec3, v1: vec3, v2: vec3, v3: vec3):
-        # Ericson 5.1.5 by Voronoi regions, as closest_on_tri_to_point_v3
+        # Ericson 5.1.5 by Voronoi regions, as closest_on_tri_to_point_v3. The surface loss
+        # has the same regions returning barycentrics; here the point is formed as Blender
+        # forms it (v1 + ab v, v2 + bc w, ...), whose rounding decides ties between features
         ab = v2 - v1
         ac = v3 - v1
         ap = p - v1

@@ -9,7 +9,8 @@
 4. ``collision_quality`` rounds of: closest points of every candidate pair (``contact``),
    then twice the impulses of every pair in contact, each vertex taking per axis the
    impulse of largest magnitude among its pairs (Blender's rule, independent of order);
-5. the velocity corrected by the accumulated impulses, and the position from it.
+5. the accumulated impulses as a velocity change, which the substep's own update then
+   adds (``step.SubstepSolver._finish``: the position follows from the velocity).
 
 A vertex gathers its pairs' impulses through its triangles, in a fixed order, so there are
 no atomics and the result is the same on every device.
@@ -185,56 +186,6 @@ def collision_kernels(dtype) -> SimpleNamespace:
                             c += 1
         candidate_count[t] = wp.min(c, slots)
 
-    @wp.func
-    def contacts_pair(
-        t: wp.int32,
-        s: wp.int32,
-        cloth_tris: wp.array(dtype=wp.vec3i),
-        coll_tris: wp.array(dtype=wp.vec3i),
-        tri_object: wp.array(dtype=wp.int32),
-        thickness: wp.array(dtype=dtype),
-        use_culling: wp.array(dtype=wp.int32),
-        use_normal: wp.array(dtype=wp.int32),
-        candidate: wp.array2d(dtype=wp.int32),
-        candidate_count: wp.array(dtype=wp.int32),
-        tx: wp.array(dtype=vec3),
-        xc: wp.array(dtype=vec3),
-        distance_min: dtype,
-        frame_index: wp.array(dtype=wp.int32),
-        pair_active: wp.array2d(dtype=wp.int32),
-        pair_normal: wp.array2d(dtype=vec3),
-        pair_distance: wp.array2d(dtype=dtype),
-        pair_aw: wp.array2d(dtype=vec3),
-        pair_bw: wp.array2d(dtype=vec3),
-        vertex_touched: wp.array(dtype=wp.int32),
-        frame_touched: wp.array(dtype=wp.int32),
-    ):
-        # every writer of a contact record writes the same 1: no race on the value
-        pair_active[t, s] = 0
-        j = candidate[t, s]
-        a = cloth_tris[t]
-        b = coll_tris[j]
-        obj = tri_object[j]
-        a0 = tx[a[0]]
-        a1 = tx[a[1]]
-        a2 = tx[a[2]]
-        b0 = xc[b[0]]
-        b1 = xc[b[1]]
-        b2 = xc[b[2]]
-        dist, pa, pb, vec = g.contact(a0, a1, a2, b0, b1, b2, use_culling[obj], use_normal[obj])
-        if dist <= distance_min + thickness[obj] + dtype(ALMOST_ZERO) and wp.length_sq(vec) > dtype(
-            ALMOST_ZERO
-        ):
-            pair_active[t, s] = 1
-            pair_normal[t, s] = wp.normalize(vec)
-            pair_distance[t, s] = dist
-            pair_aw[t, s] = g.barycentric(pa, a0, a1, a2)
-            pair_bw[t, s] = g.barycentric(pb, b0, b1, b2)
-            vertex_touched[a[0]] = 1
-            vertex_touched[a[1]] = 1
-            vertex_touched[a[2]] = 1
-            frame_touched[frame_index[0]] = 1
-
     @wp.kernel(module="unique", module_options=NO_FMA)
     def contacts(
         cloth_tris: wp.array(dtype=wp.vec3i),
@@ -262,29 +213,31 @@ def collision_kernels(dtype) -> SimpleNamespace:
         # a thread per empty slot costs more than the loop; the slot count on a GPU)
         t, lane = wp.tid()
         for s in range(lane, candidate_count[t], lanes):
-            contacts_pair(
-                t,
-                s,
-                cloth_tris,
-                coll_tris,
-                tri_object,
-                thickness,
-                use_culling,
-                use_normal,
-                candidate,
-                candidate_count,
-                tx,
-                xc,
-                distance_min,
-                frame_index,
-                pair_active,
-                pair_normal,
-                pair_distance,
-                pair_aw,
-                pair_bw,
-                vertex_touched,
-                frame_touched,
-            )
+            # every writer of a contact record writes the same 1: no race on the value
+            pair_active[t, s] = 0
+            j = candidate[t, s]
+            a = cloth_tris[t]
+            b = coll_tris[j]
+            obj = tri_object[j]
+            a0 = tx[a[0]]
+            a1 = tx[a[1]]
+            a2 = tx[a[2]]
+            b0 = xc[b[0]]
+            b1 = xc[b[1]]
+            b2 = xc[b[2]]
+            dist, pa, pb, vec = g.contact(a0, a1, a2, b0, b1, b2, use_culling[obj], use_normal[obj])
+            if dist <= distance_min + thickness[obj] + dtype(ALMOST_ZERO) and wp.length_sq(vec) > dtype(
+                ALMOST_ZERO
+            ):
+                pair_active[t, s] = 1
+                pair_normal[t, s] = wp.normalize(vec)
+                pair_distance[t, s] = dist
+                pair_aw[t, s] = g.barycentric(pa, a0, a1, a2)
+                pair_bw[t, s] = g.barycentric(pb, b0, b1, b2)
+                vertex_touched[a[0]] = 1
+                vertex_touched[a[1]] = 1
+                vertex_touched[a[2]] = 1
+                frame_touched[frame_index[0]] = 1
 
     @wp.func
     def weighted(p0: vec3, p1: vec3, p2: vec3, w: vec3):
@@ -297,76 +250,6 @@ def collision_kernels(dtype) -> SimpleNamespace:
         if clamp_sq > dtype(0.0) and wp.length_sq(impulse) > clamp_sq:
             out = vec3()
         return out
-
-    @wp.func
-    def impulses_pair(
-        t: wp.int32,
-        s: wp.int32,
-        cloth_tris: wp.array(dtype=wp.vec3i),
-        coll_tris: wp.array(dtype=wp.vec3i),
-        tri_object: wp.array(dtype=wp.int32),
-        thickness: wp.array(dtype=dtype),
-        friction: wp.array(dtype=dtype),
-        candidate: wp.array2d(dtype=wp.int32),
-        pair_active: wp.array2d(dtype=wp.int32),
-        pair_normal: wp.array2d(dtype=vec3),
-        pair_distance: wp.array2d(dtype=dtype),
-        pair_aw: wp.array2d(dtype=vec3),
-        pair_bw: wp.array2d(dtype=vec3),
-        tv: wp.array(dtype=vec3),
-        current_v: wp.array(dtype=vec3),
-        distance_min: dtype,
-        time_multiplier: dtype,
-        clamp_sq: dtype,
-        pair_impulse: wp.array3d(dtype=vec3),
-    ):
-        # cloth_collision_response_static for one pair
-        i1 = vec3()
-        i2 = vec3()
-        i3 = vec3()
-        if pair_active[t, s] != 0:
-            j = candidate[t, s]
-            a = cloth_tris[t]
-            b = coll_tris[j]
-            obj = tri_object[j]
-            w = pair_aw[t, s]
-            n = pair_normal[t, s]
-            v1 = weighted(tv[a[0]], tv[a[1]], tv[a[2]], w)
-            v2 = weighted(current_v[b[0]], current_v[b[1]], current_v[b[2]], pair_bw[t, s])
-            rel = v2 - v1
-            mag = wp.dot(rel, n)
-            d = (distance_min + thickness[obj]) * dtype(8.0 / 9.0) - pair_distance[t, s]
-            if mag > dtype(0.0):
-                tangent = rel - n * mag
-                magtangent = wp.min(friction[obj] * dtype(0.01) * mag, wp.length(tangent))
-                if magtangent > dtype(ALMOST_ZERO):
-                    tangent = wp.normalize(tangent)
-                    imp = magtangent / dtype(1.5)
-                    i1 += tangent * (w[0] * imp)
-                    i2 += tangent * (w[1] * imp)
-                    i3 += tangent * (w[2] * imp)
-                imp = mag / dtype(1.5)
-                i1 += n * (w[0] * imp)
-                i2 += n * (w[1] * imp)
-                i3 += n * (w[2] * imp)
-                if mag < dtype(0.1) * d * time_multiplier and d > dtype(ALMOST_ZERO):
-                    repulse = wp.min(d / time_multiplier, dtype(0.1) * d * time_multiplier - mag)
-                    if imp > dtype(ALMOST_ZERO):
-                        repulse = wp.min(repulse, dtype(5.0) * imp)
-                    repulse = wp.max(imp, repulse)
-                    imp = repulse / dtype(1.5)
-                    # Blender adds this part unweighted to all three corners
-                    i1 += n * imp
-                    i2 += n * imp
-                    i3 += n * imp
-            elif d > dtype(ALMOST_ZERO):
-                imp = (d / time_multiplier) / dtype(4.5)
-                i1 += n * (w[0] * imp)
-                i2 += n * (w[1] * imp)
-                i3 += n * (w[2] * imp)
-        pair_impulse[t, s, 0] = clamped(i1, clamp_sq)
-        pair_impulse[t, s, 1] = clamped(i2, clamp_sq)
-        pair_impulse[t, s, 2] = clamped(i3, clamp_sq)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def impulses(
@@ -394,27 +277,53 @@ def collision_kernels(dtype) -> SimpleNamespace:
         # a thread per empty slot costs more than the loop; the slot count on a GPU)
         t, lane = wp.tid()
         for s in range(lane, candidate_count[t], lanes):
-            impulses_pair(
-                t,
-                s,
-                cloth_tris,
-                coll_tris,
-                tri_object,
-                thickness,
-                friction,
-                candidate,
-                pair_active,
-                pair_normal,
-                pair_distance,
-                pair_aw,
-                pair_bw,
-                tv,
-                current_v,
-                distance_min,
-                time_multiplier,
-                clamp_sq,
-                pair_impulse,
-            )
+            # cloth_collision_response_static for one pair
+            i1 = vec3()
+            i2 = vec3()
+            i3 = vec3()
+            if pair_active[t, s] != 0:
+                j = candidate[t, s]
+                a = cloth_tris[t]
+                b = coll_tris[j]
+                obj = tri_object[j]
+                w = pair_aw[t, s]
+                n = pair_normal[t, s]
+                v1 = weighted(tv[a[0]], tv[a[1]], tv[a[2]], w)
+                v2 = weighted(current_v[b[0]], current_v[b[1]], current_v[b[2]], pair_bw[t, s])
+                rel = v2 - v1
+                mag = wp.dot(rel, n)
+                d = (distance_min + thickness[obj]) * dtype(8.0 / 9.0) - pair_distance[t, s]
+                if mag > dtype(0.0):
+                    tangent = rel - n * mag
+                    magtangent = wp.min(friction[obj] * dtype(0.01) * mag, wp.length(tangent))
+                    if magtangent > dtype(ALMOST_ZERO):
+                        tangent = wp.normalize(tangent)
+                        imp = magtangent / dtype(1.5)
+                        i1 += tangent * (w[0] * imp)
+                        i2 += tangent * (w[1] * imp)
+                        i3 += tangent * (w[2] * imp)
+                    imp = mag / dtype(1.5)
+                    i1 += n * (w[0] * imp)
+                    i2 += n * (w[1] * imp)
+                    i3 += n * (w[2] * imp)
+                    if mag < dtype(0.1) * d * time_multiplier and d > dtype(ALMOST_ZERO):
+                        repulse = wp.min(d / time_multiplier, dtype(0.1) * d * time_multiplier - mag)
+                        if imp > dtype(ALMOST_ZERO):
+                            repulse = wp.min(repulse, dtype(5.0) * imp)
+                        repulse = wp.max(imp, repulse)
+                        imp = repulse / dtype(1.5)
+                        # Blender adds this part unweighted to all three corners
+                        i1 += n * imp
+                        i2 += n * imp
+                        i3 += n * imp
+                elif d > dtype(ALMOST_ZERO):
+                    imp = (d / time_multiplier) / dtype(4.5)
+                    i1 += n * (w[0] * imp)
+                    i2 += n * (w[1] * imp)
+                    i3 += n * (w[2] * imp)
+            pair_impulse[t, s, 0] = clamped(i1, clamp_sq)
+            pair_impulse[t, s, 1] = clamped(i2, clamp_sq)
+            pair_impulse[t, s, 2] = clamped(i3, clamp_sq)
 
     @wp.func
     def larger_per_axis(current: vec3, impulse: vec3):
@@ -456,28 +365,19 @@ def collision_kernels(dtype) -> SimpleNamespace:
             tx[i] = x[i] + tv[i]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def finish_substep(
-        x: wp.array(dtype=vec3),
-        v_new: wp.array(dtype=vec3),
+    def impulse_velocity(
         dcvel: wp.array(dtype=vec3),
         pinned: wp.array(dtype=wp.int32),
-        goal_old: wp.array(dtype=vec3),
-        goal_new: wp.array(dtype=vec3),
-        pin_time: dtype,
         h: dtype,
-        x_out: wp.array(dtype=vec3),
-        v_out: wp.array(dtype=vec3),
+        velocity_change: wp.array(dtype=vec3),
     ):
-        # v += impulses / h (pinned vertices keep theirs), then x += h v
+        # the impulses as a velocity change (pinned vertices keep their velocity); the
+        # substep's own update then moves every vertex by it
         i = wp.tid()
-        vn = v_new[i]
+        change = vec3()
         if pinned[i] == 0:
-            vn = vn + dcvel[i] * (dtype(1.0) / h)
-        x_new = x[i] + h * vn
-        if pinned[i] != 0:
-            x_new = goal_old[i] + (goal_new[i] - goal_old[i]) * pin_time
-        x_out[i] = x_new
-        v_out[i] = vn
+            change = dcvel[i] * (dtype(1.0) / h)
+        velocity_change[i] = change
 
     return SimpleNamespace(
         vec3=vec3,
@@ -490,5 +390,5 @@ def collision_kernels(dtype) -> SimpleNamespace:
         impulses=impulses,
         apply_impulses=apply_impulses,
         move_predicted=move_predicted,
-        finish_substep=finish_substep,
+        impulse_velocity=impulse_velocity,
     )

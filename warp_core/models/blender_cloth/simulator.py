@@ -143,11 +143,12 @@ class ClothSimulator:
                 raise ValueError("bending_model changes the springs: build a new ClothSimulator")
             if (values.shrink_min, values.shrink_max) != (self.settings.shrink_min, self.settings.shrink_max):
                 raise ValueError("shrinking changes the rest lengths: build a new ClothSimulator")
-            rebuild = any(getattr(values, k) is not getattr(self.settings, k) for k in ("colliders",)) or any(
-                getattr(values, k) != getattr(self.settings, k) for k in (*COLLISION_FIELDS[1:], "time_scale")
+            old, self.settings = self.settings, values
+            # the collision stage holds its colliders' arrays and these settings' values
+            same_stage = values.colliders is old.colliders and all(
+                getattr(values, k) == getattr(old, k) for k in (*COLLISION_FIELDS[1:], "time_scale")
             )
-            self.settings = values
-            if rebuild:
+            if not same_stage:
                 self._build_collisions()
             values = values.values()
         unknown = set(values) - set(ALL_PARAMETER_NAMES)

@@ -105,21 +105,13 @@ class SubstepSolver:
         self._assemble(buf, params, v, inputs.h)
         launched = self._solve(buf, cg)
         # at a frame start the update adds dv to the pinned-goal velocities, not to state.v
-        if self.collisions is None:
-            self._finish(buf, ClothState(state.x, v), launched, inputs, out)
-        else:
-            final = launched % 2 if buf.ping_pong else launched
-            collide = CollisionInputs(
-                state.x,
-                v,
-                buf.dv[final],
-                inputs.goal_old,
-                inputs.goal_new,
-                inputs.goal_time,
-                inputs.pin_time,
-                inputs.h,
-            )
-            self.collisions.launch(collide, self.arrays.pinned, inputs.pin_time, out.x, out.v)
+        final = launched % 2 if buf.ping_pong else launched
+        dv = buf.dv[final]
+        if self.collisions is not None:
+            # Blender's collision response: v + dv, then the impulses as a further change
+            collide = CollisionInputs(state.x, v, dv, inputs.goal_time, inputs.pin_time, inputs.h)
+            v, dv = self.collisions.launch(collide, self.arrays.pinned)
+        self._finish(ClothState(state.x, v), dv, inputs, out)
         return launched
 
     def _forces(
@@ -371,13 +363,10 @@ class SubstepSolver:
             outputs=[buf.direction[j]],
         )
 
-    def _finish(
-        self, buf: SubstepBuffers, start: ClothState, launched: int, inputs: SubstepInputs, out: ClothState
-    ) -> None:
+    def _finish(self, start: ClothState, dv: wp.array, inputs: SubstepInputs, out: ClothState) -> None:
         """v += dv, x += h v; pinned vertices follow their goal."""
         a = self.arrays
         dt = a.dtype
-        final = launched % 2 if buf.ping_pong else launched
         wp.launch(
             self.kernels.finish_substep,
             dim=a.vertex_count,
@@ -385,7 +374,7 @@ class SubstepSolver:
             inputs=[
                 start.x,
                 start.v,
-                buf.dv[final],
+                dv,
                 a.pinned,
                 inputs.goal_old,
                 inputs.goal_new,
