@@ -59,6 +59,14 @@ def sheet_on_cube() -> tuple[bpy.types.Scene, bpy.types.Object]:
     return _finish(_cloth(0.6))
 
 
+def sheet_lands_on_cube() -> tuple[bpy.types.Scene, bpy.types.Object]:
+    """A sheet 0.2 m above a cube of 1.4 m (larger than the sheet): it lands flat on the top."""
+    reset_scene()
+    bpy.ops.mesh.primitive_cube_add(size=1.4, location=(0.0, 0.0, 0.0))
+    _collider(bpy.context.object).name = "Cube"
+    return _finish(_cloth(0.9))
+
+
 def drape_on_sphere() -> tuple[bpy.types.Scene, bpy.types.Object]:
     """A sheet falling from 0.3 m above a UV sphere of radius 0.5 (32 segments, 16 rings)."""
     reset_scene()
@@ -140,7 +148,9 @@ def deforming_collider_quality_1() -> tuple[bpy.types.Scene, bpy.types.Object]:
 
 
 SCENES: dict[str, Callable[[], tuple[bpy.types.Scene, bpy.types.Object]]] = {
+    "sheet_lands_on_cube": sheet_lands_on_cube,
     "sheet_on_cube": sheet_on_cube,
+    "drop_on_sphere": drop_on_sphere,
     "drape_on_sphere": drape_on_sphere,
     "moving_plane": moving_plane,
     "deforming_collider": deforming_collider,
@@ -187,6 +197,14 @@ def export_problem_inputs(
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
     return mesh, sampler.settings(model.read_settings(mod, scene)), goals
+
+
+def blender_nudged(name: str, nudge_m: float = 1e-6) -> np.ndarray:
+    """Blender's result for the scene ``name`` with the cloth started ``nudge_m`` higher: how
+    far Blender's own cloth moves under a change no scene setting could make."""
+    scene, ob = SCENES[name]()
+    ob.location.z += nudge_m
+    return run_blender_cloth(scene, ob)
 
 
 @functools.cache

@@ -23,7 +23,9 @@ collisions = addon_module("models.blender_cloth_collisions")
 registry = addon_module("models.registry")
 
 COLLIDER = {
+    "sheet_lands_on_cube": "Cube",
     "sheet_on_cube": "Cube",
+    "drop_on_sphere": "Sphere",
     "drape_on_sphere": "Sphere",
     "moving_plane": "Plane",
     "deforming_collider": "Ground",

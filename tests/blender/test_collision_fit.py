@@ -51,8 +51,9 @@ def test_drape_over_table_fit_replays_in_blender_within_a_millimetre() -> None:
 
 def test_drop_on_sphere_is_not_called_a_match() -> None:
     """The sheet slides off the sphere: Blender's own result moves by 1.1 mm RMS (5 mm at a
-    vertex) at these frames when the tension changes by one part in a million, so no fit can
-    promise a replay within a millimetre; the fit must not say it matched."""
+    vertex) at these frames when the tension changes by one part in a million, and by 8.7 mm
+    RMS over 60 frames when the cloth starts 1 µm higher, so no fit can promise a replay within
+    a millimetre; the fit must not say it matched."""
     _, _, _, result = fit_scene(drop_on_sphere, [8, 12, 16])
     assert result.outcome != "converged", (result.outcome, result.outcome_reason)
     assert result.rmse_m > result.tolerance_m

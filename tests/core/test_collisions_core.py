@@ -144,6 +144,9 @@ def test_fit_through_collisions_recovers_tension():
     # the result says where the sheet touched (measured: frames 11-16, 24 vertices)
     assert result.contacts["frames"] == list(range(11, 17)) and 12 <= result.contacts["vertices"] <= 36
     assert result.summary()["contacts"] == result.contacts
+    # resting on a plane, the motion barely moves when the sheet starts 1 µm higher
+    assert result.start_gap_m is not None and result.rmse_m + result.start_gap_m <= result.tolerance_m
+    assert result.summary()["start_gap_m"] == result.start_gap_m
     with pytest.raises(FitError, match="collisions have no tape gradient"):
         fit(problem, FitSettings(optimizer="adam", global_search=False))
 
@@ -163,10 +166,46 @@ def test_single_sided_pushes_a_sheet_behind_the_plane_to_its_front(single_sided)
         assert z.max() < PLANE_Z - 0.02, z
 
 
-def test_a_moving_collider_at_collision_quality_2_carries_a_caution():
-    still = plane_collider()
-    rising = plane_collider(np.linspace(PLANE_Z, PLANE_Z + 0.1, 5), frames=5)
-    assert ClothParams(colliders=(still,)).cautions() == []
-    assert ClothParams(colliders=(rising,), collision_quality=1).cautions() == []
-    (caution,) = ClothParams(colliders=(still, rising), collision_quality=2).cautions()
-    assert caution.startswith("Collision object 'Plane' moves: at collision quality 2")
+def uv_sphere(radius: float = 0.5, segments: int = 16, rings: int = 8) -> ClothCollider:
+    """A UV sphere about the origin, poles on z (as Blender's primitive, coarser)."""
+    verts = [[0.0, 0.0, radius]]
+    for r in range(1, rings):
+        theta = np.pi * r / rings
+        for k in range(segments):
+            phi = 2 * np.pi * k / segments
+            verts.append([np.sin(theta) * np.cos(phi), np.sin(theta) * np.sin(phi), np.cos(theta)])
+            verts[-1] = [radius * c for c in verts[-1]]
+    verts.append([0.0, 0.0, -radius])
+    ring = lambda r, k: 1 + r * segments + k % segments  # noqa: E731
+    tris = [[0, ring(0, k), ring(0, k + 1)] for k in range(segments)]
+    for r in range(rings - 2):
+        for k in range(segments):
+            tris += [
+                [ring(r, k), ring(r + 1, k), ring(r + 1, k + 1)],
+                [ring(r, k), ring(r + 1, k + 1), ring(r, k + 1)],
+            ]
+    tris += [[ring(rings - 2, k), len(verts) - 1, ring(rings - 2, k + 1)] for k in range(segments)]
+    return ClothCollider("Sphere", np.array(tris), np.array(verts)[None])
+
+
+def test_a_drop_onto_a_sphere_top_is_not_called_a_match():
+    """A sheet dropped flat onto the pole of a sphere: contacts at equal distances decide
+    where it slides, so starting 1 µm higher moves the motion by millimetres (Blender's own
+    cloth alike: 8.7 mm RMS over 60 frames of such a drop). Fitted from its own targets at
+    the truth, the fit matches them exactly, yet must not call that a match."""
+    from warp_core.fit import FitProblem, FitSettings, Target, fit
+
+    mesh = grid_mesh(8, 8, 1.0)
+    mesh.vertices = mesh.vertices + np.array([0.0, 0.0, 0.6])
+    truth = ClothParams(tension_stiffness=40.0, colliders=(uv_sphere(),))
+    target = ClothSimulator(mesh, truth, precision="float64").rollout(24, [12, 24]).numpy()
+    problem = FitProblem(
+        mesh, truth, [Target(12, target[0]), Target(24, target[1])], fit=["tension_stiffness"]
+    )
+    result = fit(problem, FitSettings(global_search=False, max_iterations=5))
+    assert result.rmse_m < 1e-6  # the model reproduces its own targets
+    # measured: 4.3 mm RMS at frames 12 and 24 from a start 1 µm higher (float32 against
+    # float64: 4.8 mm; either one keeps it from being called a match)
+    assert result.start_gap_m > 10 * result.tolerance_m, (result.start_gap_m, result.tolerance_m)
+    assert result.outcome == "misfit"
+    assert any("1 µm higher" in w for w in result.warnings), result.warnings

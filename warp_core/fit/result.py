@@ -50,6 +50,9 @@ class FitResult:
     # for a match: how far rounding alone moves the motion at the fitted values (float32
     # against float64 rollouts of the model), metres; None when not measured
     rounding_gap_m: float | None = None
+    # for a match through collisions: how far the same values move when the cloth starts
+    # 1 µm higher (contacts can make the motion chaotic), metres; None when not measured
+    start_gap_m: float | None = None
     # "m", or "px" for footage targets: then every *_m misfit above (RMSE, maximum error,
     # motion, tolerance, rounding gap, per-vertex errors, which are per marker) is in pixels
     unit: str = "m"
@@ -93,6 +96,8 @@ class FitResult:
             "search": dict(self.search),
             "rounding_gap_m": self.rounding_gap_m,
         }
+        if self.start_gap_m is not None:
+            out["start_gap_m"] = self.start_gap_m
         if self.contacts is not None:
             out["contacts"] = {
                 "frames": list(self.contacts["frames"]),

@@ -13,9 +13,10 @@ from .global_search import SearchResult
 from .identifiability import add_confidence_ranges, identifiability
 from .objective import FitObjective
 from .optimize import Counter, eval_jacobian
-from .outcome import NOISE_SLACK, SPREAD_PX, FitScales, classify, failed_reason, rounding_check
+from .outcome import NOISE_SLACK, SPREAD_PX, FitScales, classify, contact_check, failed_reason, rounding_check
 from .problem import FitProblem
 from .result import FitResult
+from .sensitivity import start_gap
 from .spec import ParameterSpec
 
 __all__ = ["build_result", "failed_result", "start_warnings"]
@@ -102,9 +103,13 @@ def build_result(
     outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
     rounding_gap = objective.rounding_gap(values) if outcome == "converged" else None
     rounding = rounding_check(rmse, rounding_gap, scales.tolerance_m, scales.unit)
-    if rounding is not None:
-        outcome, reason = "misfit", rounding
-        warnings.append(rounding)
+    # a shared fit (several objects) is not probed
+    probe = outcome == "converged" and isinstance(objective, FitObjective)
+    gap = start_gap(objective, values) if probe else None
+    contact = contact_check(rmse, gap, scales.tolerance_m, scales.unit)
+    if rounding is not None or contact is not None:
+        outcome, reason = "misfit", rounding or contact
+        warnings.extend(w for w in (rounding, contact) if w is not None)
     elif outcome != "converged":
         rough = _roughness(objective, spec, values)
         if rough is not None and rough >= ROUGH_SHARE * rmse:
@@ -145,6 +150,7 @@ def build_result(
         at_bounds=at_bounds,
         search=_search_summary(found),
         rounding_gap_m=rounding_gap,
+        start_gap_m=gap,
         unit=scales.unit,
         track_errors=objective.track_errors(values) if scales.unit == "px" else {},
         track_bindings=objective.track_bindings(values) if scales.unit == "px" else {},
@@ -219,10 +225,8 @@ def _search_summary(found: SearchResult) -> dict[str, object]:
 
 
 def start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
-    """A start value outside the fit's bounds is moved onto the bound: say so; and the
-    settings' own cautions (simulated, but where the scene's solver may replay differently)."""
-    cautions = getattr(problem.params, "cautions", None)
-    out = list(cautions()) if cautions is not None else []
+    """A start value outside the fit's bounds is moved onto the bound: say so."""
+    out = []
     for k, name in enumerate(spec.free_names):
         v = float(getattr(problem.params, name))
         lo, hi = float(spec.value_lower[k]), float(spec.value_upper[k])

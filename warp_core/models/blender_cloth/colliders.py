@@ -9,26 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Measured against Blender 5.0's cloth, 60 frames, a 12 x 12 sheet pinned along one edge:
-# at collision quality 2 the contacts with a moving collider drift from Blender's (a rising
-# sphere 43 % of the motion, a shape-key bump 12 %); at quality 1 they stay within 1 %
-# (0.9 % and 0.45 %), as do still colliders at any quality (a sphere 0.18 %) and a plane
-# lifting the cloth (0.12 %).
-MOVING_COLLIDER_CAUTION = (
-    "Collision object '{name}' moves: at collision quality {quality} this model's contacts with a "
-    "moving collider drift from Blender's (measured up to 43 % of the motion; at quality 1 within "
-    "1 %), so Blender's replay of the fitted values may not match as closely as the fit"
-)
-
-
-def collision_cautions(colliders: tuple, collision_quality: int) -> list[str]:
-    """Simulated collision settings where Blender's replay may differ from the model."""
-    if collision_quality < 2:
-        return []
-    return [
-        MOVING_COLLIDER_CAUTION.format(name=c.name, quality=collision_quality) for c in colliders if c.moves
-    ]
-
 
 @dataclass(frozen=True)
 class ClothCollider:

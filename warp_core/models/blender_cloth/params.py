@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from .colliders import ClothCollider, collision_cautions
+from .colliders import ClothCollider
 
 # Fields that are continuous physical parameters (fit candidates), with Blender's hard
 # limits (RNA ``hard_min``/``hard_max``) as bounds.
@@ -99,10 +99,6 @@ class ClothParams:
     def values(self) -> dict[str, float]:
         """The continuous parameters as a dict (name -> value)."""
         return {n: float(getattr(self, n)) for n in ALL_PARAMETER_NAMES}
-
-    def cautions(self) -> list[str]:
-        """Settings that are simulated, but where Blender's replay may differ from the fit."""
-        return collision_cautions(self.colliders, self.collision_quality)
 
     def as_dict(self) -> dict:
         """Plain data (colliders as lists): what ``from_dict`` reads back."""
