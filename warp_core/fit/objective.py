@@ -10,8 +10,8 @@ where the exact local derivative says nothing about the next LM step; a 1 % step
 space measures the slope that matters. In float32 the rollouts carry rounding noise of about 1e-5 of the
 motion, so the step is 3 % there (the step that balances that noise against the
 curvature the central difference neglects). Next to a bound the difference is one-sided,
-towards the inside: no simulation runs outside the bounds. Adam takes the exact tape
-gradient.
+towards the inside: no simulation runs outside the bounds; the rollouts of one Jacobian run
+side by side on the CPU's cores (``tangents``). Adam takes the exact tape gradient.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ..tracks.loss import Reprojection
 from .optimize import format_values
 from .problem import FitError, FitProblem, FitSettings
 from .spec import ParameterSpec
+from .tangents import RolloutPool, log_tangents
 
 __all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "TANGENT_STEPS", "FitObjective"]
 
@@ -68,16 +69,21 @@ class FitObjective:
         self.model = get_model(problem.model)
         # position of each parameter in the simulator's ``params`` (and its gradient)
         self._param_index = {p.name: k for k, p in enumerate(self.model.parameters)}
-        try:
-            self.sim = self.model.build(
+
+        def build() -> Any:
+            return self.model.build(
                 problem.mesh,
                 problem.params,
                 device=settings.device,
                 precision=settings.precision,
                 start_frame=problem.start_frame,
             )
+
+        try:
+            self.sim = build()
         except ValueError as e:
             raise FitError(str(e)) from e
+        self._pool = RolloutPool(build)  # more simulators for a Jacobian's rollouts
         self.targets = sorted(problem.targets, key=lambda t: t.frame)
         self.frames = problem.target_frames
         self.kind = problem.loss_kind
@@ -159,16 +165,12 @@ class FitObjective:
 
     def jacobian(self, values: dict[str, float]) -> np.ndarray:
         """d residual / d value for each parameter in ``self.names`` (forward tangents)."""
-        x, frozen = self.positions(values)
-        if self.kind == "surface":
-            self._residuals_at(x)  # correspondences at the base point
-        cols = []
+        groups = []
         for name in self.names:
             lo, hi = self.spec.bounds.get(name, (0.0, math.inf)) if self.spec else (0.0, math.inf)
-            bounds = (math.log(lo) if lo > 0.0 else -math.inf, math.log(hi))
-            cols.append(self._log_tangent(values, [name], bounds, x, frozen) / values[name])
-        self.sim.set_params(values)
-        return np.stack(cols, axis=1)
+            groups.append(([name], (math.log(lo) if lo > 0.0 else -math.inf, math.log(hi))))
+        cols = log_tangents(self, values, groups)
+        return np.stack([c / values[name] for c, name in zip(cols, self.names, strict=True)], axis=1)
 
     def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
         """d residual / d log value of each free parameter of ``self.spec`` (its followers
@@ -176,40 +178,12 @@ class FitObjective:
         if self.spec is None:
             raise ValueError("log_jacobian needs the objective's spec")
         spec = self.spec
-        x, frozen = self.positions(values)
-        if self.kind == "surface":
-            self._residuals_at(x)
-        cols = []
-        for k in range(spec.n_free):
-            bounds = (float(spec.log_lower[k]), float(spec.log_upper[k]))
-            cols.append(self._log_tangent(values, spec.group(k), bounds, x, frozen))
-        self.sim.set_params(values)
-        return np.stack(cols, axis=1)
+        groups = [
+            (spec.group(k), (float(spec.log_lower[k]), float(spec.log_upper[k]))) for k in range(spec.n_free)
+        ]
+        return np.stack(log_tangents(self, values, groups), axis=1)
 
-    def _log_tangent(
-        self,
-        values: dict[str, float],
-        group: list[str],
-        bounds: tuple[float, float],
-        x: np.ndarray,
-        frozen: Any,
-    ) -> np.ndarray:
-        """d residual / d log value of ``group`` (names moved together), as a central
-        difference of frozen rollouts where both sides fit in ``bounds`` (log), else from
-        the base point ``x`` towards the side with room."""
-        h = self.tangent_step
-        z = math.log(values[group[0]])
-        lo, hi = bounds
-        up, down = min(z + h, hi), max(z - h, lo)
-        if up - z < 0.5 * h and z - down >= 0.5 * h:
-            up = z  # at or next to the upper bound: backward difference
-        elif z - down < 0.5 * h and up - z >= 0.5 * h:
-            down = z  # at or next to the lower bound: forward difference
-        if up <= down:
-            return np.zeros_like(self._residuals_at(x))  # no room at all: the parameter is fixed
-        xp = x if up == z else self.positions(self._moved(values, group, up), frozen=frozen)[0]
-        xm = x if down == z else self.positions(self._moved(values, group, down), frozen=frozen)[0]
-        dx = (xp - xm) / (up - down)
+    def _residual_tangents(self, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
         if self.kind == "tracks":
             return self.tracks.residual_tangents(x, dx)
         if self.kind == "vertex":

@@ -1,0 +1,124 @@
+"""Forward tangents of a fit: central differences of rollouts with the base point's
+discrete choices repeated (see ``objective``), the rollouts of one Jacobian run side by
+side on the CPU's cores.
+
+Warp's CPU kernels run without Python's lock, so two simulators of the same problem, each
+with its own buffers and captured graphs, simulate at once: on a 2-core machine two
+30 x 30 rollouts took 0.44 s together against 0.73 s one after the other, with the same
+positions bit for bit. On a GPU the rollouts stay one after the other (one device, and
+the batch belongs in the kernels there).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    # the objective imports this module for its Jacobian
+    from .objective import FitObjective
+
+# models whose simulators are known to run side by side (each keeps its own state)
+PARALLEL_MODELS = ("blender_cloth",)
+
+
+def cpu_workers(device: str, model: str, rollouts: int) -> int:
+    """How many simulators run the ``rollouts`` of one Jacobian at once."""
+    if not str(device).startswith("cpu") or model not in PARALLEL_MODELS:
+        return 1
+    return max(1, min(rollouts, os.cpu_count() or 1))
+
+
+class RolloutPool:
+    """Simulators beside the objective's own, built on first use (``build`` makes one),
+    each warmed by one rollout before it runs beside the others."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._sims: list[Any] = []
+
+    def run(self, main: Any, jobs: list[Callable[[Any], np.ndarray]], workers: int) -> list[np.ndarray]:
+        """``job(sim)`` for every job, on ``main`` and up to ``workers - 1`` more simulators;
+        results in the jobs' order."""
+        if workers <= 1 or len(jobs) <= 1:
+            return [job(main) for job in jobs]
+        results: list[np.ndarray | None] = [None] * len(jobs)
+        while len(self._sims) < workers - 1:
+            # a new simulator loads its kernels and captures its graphs alone, on its first job
+            sim = self._build()
+            self._sims.append(sim)
+            k = next(i for i, r in enumerate(results) if r is None)
+            results[k] = jobs[k](sim)
+        pending = [k for k, r in enumerate(results) if r is None]
+        sims = [main, *self._sims[: workers - 1]]
+        with ThreadPoolExecutor(max_workers=len(sims)) as pool:
+            for start in range(0, len(pending), len(sims)):
+                batch = pending[start : start + len(sims)]
+                futures = [pool.submit(jobs[k], sims[i]) for i, k in enumerate(batch)]
+                for k, future in zip(batch, futures, strict=True):
+                    results[k] = future.result()
+        return results  # type: ignore[return-value]
+
+
+def log_tangents(
+    objective: FitObjective, values: dict[str, float], groups: list[tuple[list[str], tuple[float, float]]]
+) -> list[np.ndarray]:
+    """d residual / d log value of each (names moved together, their log bounds), as a
+    central difference of frozen rollouts where both sides fit in the bounds, else from
+    the base point towards the side with room. The rollouts run side by side on the
+    CPU's cores (``RolloutPool``)."""
+    x, frozen = objective.positions(values)
+    if objective.kind == "surface":
+        objective._residuals_at(x)  # correspondences at the base point
+    sides = [tangent_sides(objective.tangent_step, values[group[0]], b) for group, b in groups]
+    points = [(k, p) for k, s in enumerate(sides) if s is not None for p in s[:2] if p != s[2]]
+    moved = [objective._moved(values, groups[k][0], p) for k, p in points]
+    for v in moved:
+        objective._check_bounds(v)
+
+    def job(v: dict[str, float]) -> Callable[[Any], np.ndarray]:
+        def run(sim: Any) -> np.ndarray:
+            sim.set_params(v)
+            return sim.rollout(
+                objective.problem.frame_end, objective.frames, objective.problem.goals, frozen=frozen
+            ).numpy()
+
+        return run
+
+    workers = cpu_workers(objective.sim.device, objective.problem.model, len(moved))
+    found = objective._pool.run(objective.sim, [job(v) for v in moved], workers)
+    objective.n_forward += len(found)
+    for v, xs in zip(moved, found, strict=True):
+        objective._check_diverged(xs, v)
+    at = {(k, p): xs for (k, p), xs in zip(points, found, strict=True)}
+    objective.sim.set_params(values)
+    cols = []
+    for k, s in enumerate(sides):
+        if s is None:
+            cols.append(np.zeros_like(objective._residuals_at(x)))  # no room: the parameter is fixed
+            continue
+        up, down, z = s
+        dx = (at.get((k, up), x) - at.get((k, down), x)) / (up - down)
+        cols.append(objective._residual_tangents(x, dx))
+    return cols
+
+
+def tangent_sides(
+    step: float, value: float, bounds: tuple[float, float]
+) -> tuple[float, float, float] | None:
+    """(up, down, base) log values of a tangent: a central difference, or one-sided at or
+    next to a bound; None when the bounds leave no room."""
+    h = step
+    z = math.log(value)
+    lo, hi = bounds
+    up, down = min(z + h, hi), max(z - h, lo)
+    if up - z < 0.5 * h and z - down >= 0.5 * h:
+        up = z  # at or next to the upper bound: backward difference
+    elif z - down < 0.5 * h and up - z >= 0.5 * h:
+        down = z  # at or next to the lower bound: forward difference
+    return None if up <= down else (up, down, z)
