@@ -25,13 +25,17 @@ if TYPE_CHECKING:
 
 # models whose simulators are known to run side by side (each keeps its own state)
 PARALLEL_MODELS = ("blender_cloth",)
+# at most this many simulators per fit: each holds its own buffers and graphs
+MAX_WORKERS = 8
 
 
 def cpu_workers(device: str, model: str, rollouts: int) -> int:
-    """How many simulators run the ``rollouts`` of one Jacobian at once."""
+    """How many simulators run the ``rollouts`` of one Jacobian at once: one per core this
+    process may use, up to ``MAX_WORKERS``."""
     if not str(device).startswith("cpu") or model not in PARALLEL_MODELS:
         return 1
-    return max(1, min(rollouts, os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(rollouts, cores, MAX_WORKERS))
 
 
 class RolloutPool:
