@@ -26,7 +26,6 @@ import math
 import statistics
 import sys
 import time
-from importlib import import_module
 from pathlib import Path
 
 import bpy
@@ -107,11 +106,15 @@ def nelder_mead(ob: bpy.types.Object, side: AddonSide, targets: dict, target_m: 
     return {"seconds": time.perf_counter() - t0, "simulations": sims, "reached": reached}
 
 
-def our_fit(ob: bpy.types.Object, side: AddonSide, target_m: float) -> dict:
-    """Seconds, simulations and RMSE of this fit, stopping at the target."""
+def fit_problem(ob: bpy.types.Object, side: AddonSide):
+    """The fit problem the add-on exports from the scene (read from Blender once)."""
     request = side.request.request_from_object(ob)
     request.device = "cpu"
-    problem = side.prepare.prepare_fit(bpy.context.scene, ob, request).problem
+    return side.prepare.prepare_fit(bpy.context.scene, ob, request).problem
+
+
+def our_fit(problem, side: AddonSide, target_m: float) -> dict:
+    """Seconds, simulations and RMSE of this fit, stopping at the target."""
     settings = side.fit.FitSettings(device="cpu", rmse_tolerance_m=target_m)
     t0 = time.perf_counter()
     result = side.fit.fit(problem, settings)
@@ -120,7 +123,6 @@ def our_fit(ob: bpy.types.Object, side: AddonSide, target_m: float) -> dict:
         "simulations": result.n_forward,
         "rmse_m": result.rmse_m,
         "reached": result.rmse_m <= target_m,
-        "problem": problem,
     }
 
 
@@ -131,10 +133,7 @@ def one_simulation(ob: bpy.types.Object, side: AddonSide, problem, targets: dict
         t0 = time.perf_counter()
         blender_rmse(ob, side, START, targets)
         blender.append(time.perf_counter() - t0)
-    models = import_module(side.fit.__name__.rsplit(".", 1)[0] + ".models")
-    sim = models.get_model("blender_cloth").build(
-        problem.mesh, problem.params, device="cpu", precision="float64", start_frame=problem.start_frame
-    )
+    sim = side.fit.FitObjective(problem, side.fit.FitSettings(device="cpu"), []).sim
     frames = [t.frame for t in problem.targets]
     ours = []
     for _ in range(repeats + 1):  # the first run builds the captured graphs
@@ -157,10 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     for grid in [int(g) for g in args.grids.split(",")]:
         ob = build_scene(grid, side)
         targets = _targets(ob, side)
-        our_fit(ob, side, target)  # warms the kernel cache and the captured graphs
-        fits = [our_fit(ob, side, target) for _ in range(args.repeats)]
+        problem = fit_problem(ob, side)
+        our_fit(problem, side, target)  # warms the kernel cache
+        fits = [our_fit(problem, side, target) for _ in range(args.repeats)]
         searches = [nelder_mead(ob, side, targets, target) for _ in range(args.repeats)]
-        sim = one_simulation(ob, side, fits[0]["problem"], targets, args.repeats)
+        sim = one_simulation(ob, side, problem, targets, args.repeats)
         row = {
             "grid": grid,
             "fit_s": statistics.median(f["seconds"] for f in fits),

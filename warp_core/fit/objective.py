@@ -83,7 +83,7 @@ class FitObjective:
             self.sim = build()
         except ValueError as e:
             raise FitError(str(e)) from e
-        self._pool = RolloutPool(build)  # more simulators for a Jacobian's rollouts
+        self.rollout_pool = RolloutPool(build)  # more simulators for a Jacobian's rollouts
         self.targets = sorted(problem.targets, key=lambda t: t.frame)
         self.frames = problem.target_frames
         self.kind = problem.loss_kind
@@ -162,15 +162,6 @@ class FitObjective:
         if self.kind == "vertex":
             return self.sqrt_w * (x - self.target_stack).ravel()
         return np.concatenate([s.residuals(x[k]) for k, s in enumerate(self.surfaces)])
-
-    def jacobian(self, values: dict[str, float]) -> np.ndarray:
-        """d residual / d value for each parameter in ``self.names`` (forward tangents)."""
-        groups = []
-        for name in self.names:
-            lo, hi = self.spec.bounds.get(name, (0.0, math.inf)) if self.spec else (0.0, math.inf)
-            groups.append(([name], (math.log(lo) if lo > 0.0 else -math.inf, math.log(hi))))
-        cols = log_tangents(self, values, groups)
-        return np.stack([c / values[name] for c, name in zip(cols, self.names, strict=True)], axis=1)
 
     def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
         """d residual / d log value of each free parameter of ``self.spec`` (its followers

@@ -95,16 +95,18 @@ def log_tangents(
         return run
 
     workers = cpu_workers(objective.sim.device, objective.problem.model, len(moved))
-    found = objective._pool.run(objective.sim, [job(v) for v in moved], workers)
+    found = objective.rollout_pool.run(objective.sim, [job(v) for v in moved], workers)
     objective.n_forward += len(found)
     for v, xs in zip(moved, found, strict=True):
         objective._check_diverged(xs, v)
     at = {(k, p): xs for (k, p), xs in zip(points, found, strict=True)}
     objective.sim.set_params(values)
+    fixed = None  # the column of a parameter the bounds leave no room: zeros
     cols = []
     for k, s in enumerate(sides):
         if s is None:
-            cols.append(np.zeros_like(objective._residuals_at(x)))  # no room: the parameter is fixed
+            fixed = np.zeros_like(objective._residuals_at(x)) if fixed is None else fixed
+            cols.append(fixed)
             continue
         up, down, z = s
         dx = (at.get((k, up), x) - at.get((k, down), x)) / (up - down)
