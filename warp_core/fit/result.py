@@ -107,6 +107,8 @@ class FitResult:
             # JSON readers get the unit in the key names; the metre keys stay, empty
             for key in ("rmse", "initial_rmse", "max_error", "motion", "tolerance", "rounding_gap"):
                 out[f"{key}_px"], out[f"{key}_m"] = out[f"{key}_m"], None
+            if "start_gap_m" in out:
+                out["start_gap_px"] = out.pop("start_gap_m")
             out["unit"] = "px"
             out["track_errors_px"] = dict(self.track_errors)
             out["track_bindings"] = {k: list(v) for k, v in self.track_bindings.items()}
