@@ -22,6 +22,7 @@ from ..models import get_model
 from .adam import adam
 from .footage import fit_footage
 from .global_search import SearchOptions, SearchResult, search
+from .lbfgs import lbfgs
 from .objective import FitObjective
 from .optimize import FitDivergedError, OptimizeSettings
 from .outcome import fit_scales
@@ -108,22 +109,26 @@ def run_objective(
     optimizer = settings.optimizer
     if optimizer == "auto":
         optimizer = "lm" if spec.n_free <= LM_MAX_PARAMETERS else "adam"
-    if optimizer not in ("lm", "adam"):
-        raise FitError(f"optimizer must be 'lm', 'adam' or 'auto', got {settings.optimizer!r}")
-    if optimizer == "adam" and not getattr(get_model(problem.model), "differentiable", True):
+    if optimizer not in ("lm", "adam", "lbfgs"):
+        raise FitError(f"optimizer must be 'lm', 'adam', 'lbfgs' or 'auto', got {settings.optimizer!r}")
+    first_order = optimizer != "lm"  # steps along the tape gradient
+    method = {"adam": "Adam", "lbfgs": "L-BFGS"}.get(optimizer, optimizer)
+    if settings.gradient not in ("stable", "exact"):
+        raise FitError(f"gradient must be 'stable' or 'exact', got {settings.gradient!r}")
+    if first_order and not getattr(get_model(problem.model), "differentiable", True):
         raise FitError(
-            f"the {problem.model} model has no tape gradient, which Adam needs: fit at most "
+            f"the {problem.model} model has no tape gradient, which {method} needs: fit at most "
             f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
         )
     unit = getattr(objective, "unit", "m")
-    if optimizer == "adam" and unit == "px":
+    if first_order and unit == "px":
         raise FitError(
-            "footage targets have no tape gradient, which Adam needs: fit at most "
+            f"footage targets have no tape gradient, which {method} needs: fit at most "
             f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
         )
-    if optimizer == "adam" and getattr(problem.params, "colliders", ()):
+    if first_order and getattr(problem.params, "colliders", ()):
         raise FitError(
-            "object collisions have no tape gradient, which Adam needs: fit at most "
+            f"object collisions have no tape gradient, which {method} needs: fit at most "
             f"{LM_MAX_PARAMETERS} parameters with Levenberg-Marquardt (finite differences)"
         )
     tolerance = settings.tolerance_px if unit == "px" else settings.tolerance_m
@@ -159,11 +164,15 @@ def run_objective(
             options = _search_options(problem, spec, settings, 0.5 * points * scales.tolerance_m**2)
             found = search(objective, spec, opt_settings, options, progress=progress, cancel=cancel)
         else:
-            result = adam(objective, spec, opt_settings, progress=progress, cancel=cancel)
+            step = adam if optimizer == "adam" else lbfgs
+            result = step(objective, spec, opt_settings, progress=progress, cancel=cancel)
             found = SearchResult(result, list(result.loss_history), result.iterations)
     except FitDivergedError as e:
-        return failed_result(problem, spec, objective, optimizer, scales, one_line(e), t0)
-    return build_result(problem, spec, objective, optimizer, scales, found, t0)
+        result = failed_result(problem, spec, objective, optimizer, scales, one_line(e), t0)
+    else:
+        result = build_result(problem, spec, objective, optimizer, scales, found, t0)
+    result.gradient = settings.gradient if first_order else None
+    return result
 
 
 def _search_options(

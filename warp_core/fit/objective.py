@@ -189,8 +189,10 @@ class FitObjective:
             out[name] = min(max(v, lo), hi)
         return out
 
-    def gradient(self, values: dict[str, float]) -> tuple[float, dict[str, float]]:
-        """Loss 0.5 |r|^2 and its exact gradient from the tape."""
+    def gradient(self, values: dict[str, float], kind: str | None = None) -> tuple[float, dict[str, float]]:
+        """Loss 0.5 |r|^2 and its gradient from the tape, of ``kind`` (default the settings'
+        ``gradient``): ``exact``, ``stable`` or ``implicit`` (see the cloth model's
+        ``adjoint_stable``)."""
         if self.kind == "tracks":
             raise FitError(
                 "footage targets have no tape gradient: fit them with Levenberg-Marquardt "
@@ -202,6 +204,7 @@ class FitObjective:
         d = self.sim.device
         loss = wp.zeros(1, dtype=dtype, device=d, requires_grad=True)
         self.sim.params.grad.zero_()
+        self.sim.gradient = kind or self.settings.gradient
         tape = wp.Tape()
         with tape:
             rollout = self.sim.rollout(self.problem.frame_end, self.frames, self.problem.goals)

@@ -136,6 +136,9 @@ class FitSettings:
     device: str = "cpu"
     precision: str = "float64"
     adam_lr: float = 0.05
+    # the tape gradient Adam steps along: "stable" (the exact one where it does not explode,
+    # the implicit-solve one where it does) or "exact" (every CG iteration differentiated)
+    gradient: str = "stable"
     recover_from_divergence: bool = True
     # the global phase (Levenberg–Marquardt only): start points per fitted parameter,
     # how many of them are refined, and other start values to try (e.g. a preset's). One

@@ -64,6 +64,8 @@ class FitResult:
     # with collision objects: the frames the fitted rollout touched them in and how many
     # vertices touched (None without colliders)
     contacts: dict[str, Any] | None = None
+    # the tape gradient Adam stepped along ("stable" or "exact"); None for Levenberg-Marquardt
+    gradient: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -96,6 +98,8 @@ class FitResult:
             "search": dict(self.search),
             "rounding_gap_m": self.rounding_gap_m,
         }
+        if self.gradient is not None:
+            out["gradient"] = self.gradient
         if self.start_gap_m is not None:
             out["start_gap_m"] = self.start_gap_m
         if self.contacts is not None:

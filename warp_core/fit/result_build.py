@@ -98,7 +98,7 @@ def build_result(
     errors = objective.errors(values)
     all_errors = np.concatenate(list(errors.values()))
     rmse = objective.rmse(values)
-    # Adam cannot tell an optimum from a stall except by a zero gradient
+    # a first-order run (Adam, L-BFGS) cannot tell an optimum from a stall but by a zero gradient
     stationary = result.stationary if optimizer == "lm" else result.stop_reason == "converged_gradient"
     outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
     rounding_gap = objective.rounding_gap(values) if outcome == "converged" else None

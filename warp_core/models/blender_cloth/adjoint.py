@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import warp as wp
 
 from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
+from .adjoint_stable import ImplicitSubstepReverse, SubstepGuard
 from .buffers import SubstepBuffers
 from .schedule import CG_MAX_ITERATIONS
 from .state import ClothState, RolloutPlan
@@ -22,6 +23,9 @@ from .step import CGControl, SubstepInputs
 if TYPE_CHECKING:
     # the simulator imports this module to record its backward pass
     from .simulator import ClothSimulator, Rollout
+
+
+GRADIENT_KINDS = ("exact", "stable", "implicit")
 
 
 def tape_bytes_per_vertex_substep(sim: ClothSimulator) -> int:
@@ -74,6 +78,10 @@ def record_rollout_backward(
     params_snapshot = wp.clone(user_params, requires_grad=False)
     # the settings of the forward pass, even if the caller changes them before backward
     settings_snapshot = sim.settings
+    if sim.gradient not in GRADIENT_KINDS:
+        raise ValueError(f"gradient must be one of {GRADIENT_KINDS}, got {sim.gradient!r}")
+    with_implicit = sim.gradient in ("implicit", "stable")
+    with_exact = sim.gradient in ("exact", "stable")
 
     def backward() -> None:
         d = sim.device
@@ -91,7 +99,13 @@ def record_rollout_backward(
         params_in.grad.zero_()
         buf: SubstepBuffers | None = None
         graphs: dict[int, object] = {}
-        if sim.use_graphs:
+        implicit = guard = None
+        if with_implicit:
+            implicit = ImplicitSubstepReverse(sim.solver, sim.make_buffers)
+        if with_implicit and with_exact:
+            guard = SubstepGuard(sim.solver, params_in.shape[0])
+        use_graphs = sim.use_graphs and with_exact
+        if use_graphs:
             # every CG iteration keeps its own buffers; one graph per substep index replays the
             # recompute and its backward for any substep (masked iterations add nothing)
             buf = sim.make_buffers(CG_MAX_ITERATIONS, requires_grad=True)
@@ -112,8 +126,8 @@ def record_rollout_backward(
                 CGControl(frozen_count=iterations, in_graph=in_graph),
             )
 
-        def reverse(inner: wp.Tape) -> None:
-            inner.backward(grads={x_out: adj_x, v_out: adj_v})
+        def commit() -> None:
+            """The substep's gradients (in x_in, v_in and params_in) become the running ones."""
             wp.copy(adj_x, x_in.grad)
             wp.copy(adj_v, v_in.grad)
             wp.launch(
@@ -123,6 +137,12 @@ def record_rollout_backward(
                 inputs=[params_in.grad],
                 outputs=[param_grad],
             )
+
+        def reverse(inner: wp.Tape) -> None:
+            inner.backward(grads={x_out: adj_x, v_out: adj_v})
+            if guard is not None:
+                guard.choose(x_in.grad, v_in.grad, params_in.grad)
+            commit()
             inner.zero()
 
         rest_frame = -1
@@ -139,8 +159,21 @@ def record_rollout_backward(
                 rest_frame = fi
             wp.copy(x_in, rollout.state_x[s - 1])
             wp.copy(v_in, rollout.state_v[s - 1])
-
-            if sim.use_graphs:
+            if implicit is not None:
+                # the implicit reverse first: kept aside for the guard, or taken as it is
+                wp.copy(x_out.grad, adj_x)
+                wp.copy(v_out.grad, adj_v)
+                inputs = SubstepInputs.of(goal[fi], goal[fi + 1], schedule, k)
+                start, out = ClothState(x_in, v_in), ClothState(x_out, v_out)
+                implicit.reverse(settings_snapshot, params_in, start, inputs, out, iterations)
+                if guard is not None:
+                    guard.keep(x_in.grad, v_in.grad, params_in.grad)
+                else:
+                    commit()
+                implicit.zero()
+            if not with_exact:
+                continue
+            if use_graphs:
                 wp.copy(goal_old, goal[fi])
                 wp.copy(goal_new, goal[fi + 1])
                 buf.frozen.fill_(iterations)

@@ -21,7 +21,7 @@ from .buffers import SubstepBuffers
 from .collision import CollisionStage
 from .graphs import SubstepGraphs
 from .params import ALL_PARAMETER_NAMES, COLLISION_FIELDS, ClothParams
-from .schedule import SubstepSchedule
+from .schedule import CG_TOLERANCE, SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
 from .step import CGControl, SubstepInputs, SubstepSolver
 from .tape import suspended_tape
@@ -106,6 +106,13 @@ class ClothSimulator:
         self._forward_buffers: SubstepBuffers | None = None
         self.graphs_enabled = True
         self._graphs = SubstepGraphs(self.solver)
+        # the reverse pass a tape records (adjoint_stable.py): "exact" (every CG iteration
+        # differentiated), "implicit" (each solve differentiated as if exact) or "stable"
+        # (the exact one, the implicit one where the exact one explodes)
+        self.gradient = "exact"
+        # Blender's CG tolerance; a smaller one (kernel by kernel) only to check the implicit
+        # gradient against an exact solve's
+        self.cg_tolerance = CG_TOLERANCE
 
     # ---------------------------------------------------------------- mesh arrays
     @property
@@ -326,7 +333,9 @@ class ClothSimulator:
                     state,
                     SubstepInputs.of(goal_old, goal_new, plan.schedule, k),
                     next_state,
-                    CGControl(frozen_count=frozen_count, check_every=check_every),
+                    CGControl(
+                        frozen_count=frozen_count, check_every=check_every, tolerance=self.cg_tolerance
+                    ),
                 )
                 wp.launch(
                     self.kernels.count_iterations,
@@ -355,8 +364,9 @@ class ClothSimulator:
         and on the CPU alike (measured 4x faster on a 10x10 sheet on the CPU when the graph
         still ran all 100 CG iterations masked; it now stops at the first block boundary
         past convergence, ``schedule.CG_BLOCK_BOUNDS``). Set ``graphs_enabled`` to False to
-        launch kernel by kernel with host convergence checks instead."""
-        return self.graphs_enabled
+        launch kernel by kernel with host convergence checks instead (as a CG tolerance other
+        than Blender's does)."""
+        return self.graphs_enabled and self.cg_tolerance == CG_TOLERANCE
 
     def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
         return self.solver.make_buffers(cg_sets, requires_grad)

@@ -58,6 +58,7 @@ class CGControl:
     frozen_count: int = -1
     check_every: int = 1
     in_graph: bool = False
+    tolerance: float = CG_TOLERANCE  # r.r <= tolerance |S b|^2 ends the CG (-1 and -2 - n)
 
 
 CG_UNTIL_CONVERGED = CGControl()
@@ -272,7 +273,7 @@ class SubstepSolver:
         iterations = frozen_count if frozen_count >= 0 and not cg.in_graph else CG_MAX_ITERATIONS
         launched = 0
         for k in range(iterations):
-            self._iteration(buf, k)
+            self._iteration(buf, k, cg.tolerance)
             launched = k + 1
             if (
                 frozen_count < 0
@@ -302,14 +303,14 @@ class SubstepSolver:
         wp.launch(k_.dot_partials, dim=partials.shape[1], device=d, inputs=[a, b, row], outputs=[partials])
         wp.launch(k_.dot_total, dim=1, device=d, inputs=[partials, row], outputs=[out])
 
-    def _iteration(self, buf: SubstepBuffers, k: int) -> None:
+    def _iteration(self, buf: SubstepBuffers, k: int, tolerance: float = CG_TOLERANCE) -> None:
         """CG iteration ``k`` (masked when the CG is no longer active)."""
         a = self.arrays
         k_ = self.kernels
         d = a.device
         n = a.vertex_count
         ping_pong = buf.ping_pong
-        tol = a.dtype(CG_TOLERANCE)
+        tol = a.dtype(tolerance)
         i = k % 2 if ping_pong else k
         j = (k + 1) % 2 if ping_pong else k + 1
         wp.launch(

@@ -1,0 +1,109 @@
+"""What one tape gradient costs: forward alone, and forward + backward for each kind.
+
+    python bench/gradient_cost.py [--device cpu] [--sizes 12,32] [--frames 30]
+                                  [--precision float64] [--out result.json]
+
+Grid n x n over 1 m, one edge pinned, Blender's defaults (quality 5); the loss is the
+squared distance at frames 10, 20 and 30 to a rollout with 1.5x the tension and bending
+stiffness. Each time is the median of three runs after a warm-up (compiles, graphs).
+``stable`` runs both reverses of every substep (the exact one, and the implicit-solve one
+that guards it), so it costs about the sum of ``exact`` and ``implicit``'s backward passes.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
+from warp_core.losses import launch_vertex_distance_loss  # noqa: E402
+
+wp.config.log_level = wp.LOG_WARNING
+KINDS = ("exact", "stable", "implicit")
+
+
+def sheet(n: int):
+    mesh = grid_mesh(n, n, 1.0, 1.0)
+    y = mesh.vertices[:, 1]
+    mesh.pin_weights = (y >= y.max() - 1e-9).astype(float)
+    return mesh
+
+
+def median_time(work, device: str) -> float:
+    work()  # warm-up
+    times = []
+    for _ in range(3):
+        wp.synchronize_device(device)
+        t = time.perf_counter()
+        work()
+        wp.synchronize_device(device)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def measure(n: int, frames: int, device: str, precision: str) -> dict:
+    mesh = sheet(n)
+    output = [frames // 3, 2 * frames // 3, frames]
+    truth = ClothParams(tension_stiffness=22.5, compression_stiffness=22.5, bending_stiffness=0.75)
+    target_sim = ClothSimulator(mesh, truth, device=device, precision=precision)
+    targets = target_sim.rollout(frames, output, keep_states=False).positions
+    sim = ClothSimulator(mesh, ClothParams(), device=device, precision=precision)
+    weights = wp.full(sim.vertex_count, 1.0, dtype=sim.dtype, device=sim.device)
+
+    def forward() -> None:
+        sim.rollout(frames, output, keep_states=False)
+
+    def forward_backward() -> None:
+        loss = wp.zeros(1, dtype=sim.dtype, device=sim.device, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            rollout = sim.rollout(frames, output)
+            for k in range(len(output)):
+                launch_vertex_distance_loss(rollout.positions[k], targets[k], weights, loss, scale=0.5)
+        tape.backward(loss)
+        tape.zero()
+
+    row = {
+        "n": n,
+        "vertices": sim.vertex_count,
+        "frames": frames,
+        "forward_s": median_time(forward, sim.device),
+    }
+    for kind in KINDS:
+        sim.gradient = kind
+        row[f"{kind}_s"] = median_time(forward_backward, sim.device)
+    sim.gradient = "exact"
+    row["stable_over_exact"] = row["stable_s"] / row["exact_s"]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sizes", default="12,32")
+    ap.add_argument("--frames", type=int, default=30)
+    ap.add_argument("--precision", default="float64")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = []
+    for n in [int(s) for s in args.sizes.split(",")]:
+        row = measure(n, args.frames, args.device, args.precision)
+        rows.append(row)
+        print(
+            f"{n}x{n} on {args.device} ({args.precision}): forward {row['forward_s']:.3f} s; "
+            + ", ".join(f"{kind} f+b {row[f'{kind}_s']:.3f} s" for kind in KINDS)
+            + f"; stable / exact {row['stable_over_exact']:.2f}",
+            flush=True,
+        )
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
