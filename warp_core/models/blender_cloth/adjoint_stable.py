@@ -179,6 +179,8 @@ class SubstepGuard:
         self.norms = wp.zeros(4, dtype=a.dtype, device=a.device)
         _, _, self.vec_kernel, self.scalar_kernel = _kernels(a.dtype)
         self.factor = a.dtype(GUARD_FACTOR)
+        for kernel in (self.vec_kernel, self.scalar_kernel):
+            wp.load_module(kernel.module, device=a.device)  # a graph capture must not load it
 
     def keep(self, x_grad: wp.array, v_grad: wp.array, param_grad: wp.array) -> None:
         wp.copy(self.x, x_grad)
