@@ -48,6 +48,22 @@ def _swinging_goals(rest: np.ndarray, frames: int) -> np.ndarray:
     return np.array(poses)
 
 
+SWING_TRUTH = ClothParams(pin_stiffness=4.0, goal_friction=5.0, tension_stiffness=40.0, quality=2)
+SWING_FIT = ["pin_stiffness", "tension_stiffness"]
+
+
+def _swinging_problem() -> tuple[FitProblem, np.ndarray]:
+    """A 5 x 5 sheet, soft-pinned bottom edge, swinging goals, targets at frames 3 and 6;
+    pin and tension stiffness start at 0.6 x the truth. (problem, targets)"""
+    mesh = _sheet("soft", n=5)
+    frames = [3, 6]
+    goals = _swinging_goals(mesh.vertices, max(frames))
+    targets = _simulate(mesh, SWING_TRUTH, frames, goals)
+    start = SWING_TRUTH.replace(pin_stiffness=2.4, tension_stiffness=24.0)
+    targets_at = [Target(f, targets[k]) for k, f in enumerate(frames)]
+    return FitProblem(mesh, start, targets_at, fit=SWING_FIT, goals=goals), targets
+
+
 def test_adam_fits_pin_and_tension_stiffness() -> None:
     """Adam, as asked for (the automatic choice takes it above 8 parameters), on the tape
     gradient through moving pin goals and a soft-pinned edge.
@@ -59,23 +75,15 @@ def test_adam_fits_pin_and_tension_stiffness() -> None:
     loss as it was; one that leaves out the last frame still finds these values, but not
     the loss it reports.
     """
-    mesh = _sheet("soft", n=5)
-    frames = [3, 6]
-    goals = _swinging_goals(mesh.vertices, max(frames))
-    truth = ClothParams(pin_stiffness=4.0, goal_friction=5.0, tension_stiffness=40.0, quality=2)
-    targets = _simulate(mesh, truth, frames, goals)
-    names = ["pin_stiffness", "tension_stiffness"]
-    start = truth.replace(pin_stiffness=2.4, tension_stiffness=24.0)
-    problem = FitProblem(
-        mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], fit=names, goals=goals
-    )
+    problem, targets = _swinging_problem()
+    mesh, start, goals, frames = problem.mesh, problem.params, problem.goals, problem.target_frames
     result = fit(problem, FitSettings(optimizer="adam", adam_lr=0.25, max_iterations=3))
     assert result.optimizer == "adam"
     assert result.final_loss <= 1e-2 * result.initial_loss, result.loss_history
     assert result.n_backward >= result.iterations == 3
     assert all(b <= a for a, b in zip(result.loss_history, result.loss_history[1:], strict=False))
-    for name in names:
-        assert result.params[name] == pytest.approx(getattr(truth, name), rel=0.06), name
+    for name in SWING_FIT:
+        assert result.params[name] == pytest.approx(getattr(SWING_TRUTH, name), rel=0.06), name
     # the losses Adam reports are half the squared distances over every target frame
     for params, loss in ((start, result.initial_loss), (start.replace(**result.params), result.final_loss)):
         own = 0.5 * float(np.sum((_simulate(mesh, params, frames, goals) - targets) ** 2))
@@ -87,22 +95,13 @@ def test_lbfgs_fits_pin_and_tension_stiffness_along_the_stable_gradient() -> Non
     reported, the targets are matched to 1e-5 m RMSE (measured 7e-7; the outcome itself is
     "misfit": at quality 2 float32 rounding alone moves this cloth by 0.14 mm) and the
     values come back within 0.1 % of the truth."""
-    mesh = _sheet("soft", n=5)
-    frames = [3, 6]
-    goals = _swinging_goals(mesh.vertices, max(frames))
-    truth = ClothParams(pin_stiffness=4.0, goal_friction=5.0, tension_stiffness=40.0, quality=2)
-    targets = _simulate(mesh, truth, frames, goals)
-    names = ["pin_stiffness", "tension_stiffness"]
-    start = truth.replace(pin_stiffness=2.4, tension_stiffness=24.0)
-    problem = FitProblem(
-        mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], fit=names, goals=goals
-    )
+    problem, _ = _swinging_problem()
     result = fit(problem, FitSettings(optimizer="lbfgs", max_iterations=40))
     assert result.optimizer == "lbfgs" and result.gradient == "stable"
     assert result.summary()["gradient"] == "stable"
     assert result.rmse_m <= 1e-5
-    for name in names:
-        assert result.params[name] == pytest.approx(getattr(truth, name), rel=1e-3), name
+    for name in SWING_FIT:
+        assert result.params[name] == pytest.approx(getattr(SWING_TRUTH, name), rel=1e-3), name
 
 
 def test_every_target_frame_is_matched_and_reported_as_simulated() -> None:
