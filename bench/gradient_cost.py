@@ -47,27 +47,60 @@ def median_time(work, device: str) -> float:
     return statistics.median(times)
 
 
-def measure(n: int, frames: int, device: str, precision: str) -> dict:
-    mesh = sheet(n)
-    output = [frames // 3, 2 * frames // 3, frames]
-    truth = ClothParams(tension_stiffness=22.5, compression_stiffness=22.5, bending_stiffness=0.75)
-    target_sim = ClothSimulator(mesh, truth, device=device, precision=precision)
-    targets = target_sim.rollout(frames, output, keep_states=False).positions
-    sim = ClothSimulator(mesh, ClothParams(), device=device, precision=precision)
-    weights = wp.full(sim.vertex_count, 1.0, dtype=sim.dtype, device=sim.device)
+class Case:
+    """The sheet's simulator at Blender's defaults and its loss against the stiffer rollout."""
 
-    def forward() -> None:
-        sim.rollout(frames, output, keep_states=False)
+    def __init__(self, n: int, frames: int, device: str, precision: str) -> None:
+        mesh = sheet(n)
+        self.frames = frames
+        self.output = [frames // 3, 2 * frames // 3, frames]
+        truth = ClothParams(tension_stiffness=22.5, compression_stiffness=22.5, bending_stiffness=0.75)
+        target_sim = ClothSimulator(mesh, truth, device=device, precision=precision)
+        self.targets = target_sim.rollout(frames, self.output, keep_states=False).positions
+        self.sim = ClothSimulator(mesh, ClothParams(), device=device, precision=precision)
+        self.weights = wp.full(self.sim.vertex_count, 1.0, dtype=self.sim.dtype, device=self.sim.device)
 
-    def forward_backward() -> None:
+    def forward(self) -> None:
+        self.sim.rollout(self.frames, self.output, keep_states=False)
+
+    def forward_backward(self):
+        """One forward and backward pass; the parameters' gradient."""
+        sim = self.sim
+        sim.params.grad.zero_()
         loss = wp.zeros(1, dtype=sim.dtype, device=sim.device, requires_grad=True)
         tape = wp.Tape()
         with tape:
-            rollout = sim.rollout(frames, output)
-            for k in range(len(output)):
-                launch_vertex_distance_loss(rollout.positions[k], targets[k], weights, loss, scale=0.5)
+            rollout = sim.rollout(self.frames, self.output)
+            for k in range(len(self.output)):
+                launch_vertex_distance_loss(
+                    rollout.positions[k], self.targets[k], self.weights, loss, scale=0.5
+                )
         tape.backward(loss)
+        grad = sim.params.grad.numpy().copy()
         tape.zero()
+        return grad
+
+    def gradient(self, kind: str):
+        self.sim.gradient = kind
+        grad = self.forward_backward()
+        self.sim.gradient = "exact"
+        return grad
+
+
+def compare_with_cpu(device: str) -> dict:
+    """Largest difference of each kind's gradient between ``device`` and the CPU, over the
+    largest component (12 x 12, float64)."""
+    here, cpu = Case(12, 30, device, "float64"), Case(12, 30, "cpu", "float64")
+    out = {}
+    for kind in KINDS:
+        a, b = cpu.gradient(kind), here.gradient(kind)
+        out[kind] = float(abs(a - b).max() / abs(a).max())
+    return out
+
+
+def measure(n: int, frames: int, device: str, precision: str) -> dict:
+    case = Case(n, frames, device, precision)
+    sim, forward, forward_backward = case.sim, case.forward, case.forward_backward
 
     row = {
         "n": n,
@@ -89,9 +122,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="12,32")
     ap.add_argument("--frames", type=int, default=30)
     ap.add_argument("--precision", default="float64")
+    ap.add_argument(
+        "--compare-cpu", action="store_true", help="also check the device's gradients against the CPU's"
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     rows = []
+    if args.compare_cpu:
+        diffs = compare_with_cpu(args.device)
+        rows.append({"compare_cpu": diffs})
+        print(
+            "max |device - cpu| / max |cpu|:", ", ".join(f"{k} {v:.2g}" for k, v in diffs.items()), flush=True
+        )
     for n in [int(s) for s in args.sizes.split(",")]:
         row = measure(n, args.frames, args.device, args.precision)
         rows.append(row)

@@ -16,7 +16,7 @@ import warp as wp
 from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
 from .adjoint_stable import ImplicitSubstepReverse, SubstepGuard
 from .buffers import SubstepBuffers
-from .schedule import CG_MAX_ITERATIONS
+from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS
 from .state import ClothState, RolloutPlan
 from .step import CGControl, SubstepInputs
 
@@ -101,7 +101,7 @@ def record_rollout_backward(
         graphs: dict[int, object] = {}
         implicit = guard = None
         if with_implicit:
-            implicit = ImplicitSubstepReverse(sim.solver, sim.make_buffers)
+            implicit = ImplicitSubstepReverse(sim.solver, sim.make_buffers, sim.cg_tolerance)
         if with_implicit and with_exact:
             guard = SubstepGuard(sim.solver, params_in.shape[0])
         use_graphs = sim.use_graphs and with_exact
@@ -123,7 +123,7 @@ def record_rollout_backward(
                 ClothState(x_in, v_in),
                 SubstepInputs.of(old, new, schedule, k),
                 ClothState(x_out, v_out),
-                CGControl(frozen_count=iterations, in_graph=in_graph),
+                CGControl(frozen_count=iterations, in_graph=in_graph, graph_iterations=iterations),
             )
 
         def commit() -> None:
@@ -177,14 +177,17 @@ def record_rollout_backward(
                 wp.copy(goal_old, goal[fi])
                 wp.copy(goal_new, goal[fi + 1])
                 buf.frozen.fill_(iterations)
-                if k not in graphs:
+                # a graph launches its iterations whether they are needed or masked, so one
+                # per block bound the count reaches (CG_BLOCK_BOUNDS): at most 3 masked
+                length = next(b for b in CG_BLOCK_BOUNDS if b >= iterations)
+                if (k, length) not in graphs:
                     inner = wp.Tape()
                     with wp.ScopedCapture(device=d, force_module_load=False) as capture:
                         with inner:
-                            substep(buf, goal_old, goal_new, True, k, iterations)
+                            substep(buf, goal_old, goal_new, True, k, length)
                         reverse(inner)
-                    graphs[k] = capture.graph
-                wp.capture_launch(graphs[k])
+                    graphs[(k, length)] = capture.graph
+                wp.capture_launch(graphs[(k, length)])
             else:
                 buf = _grow_buffers(sim, buf, iterations)
                 inner = wp.Tape()

@@ -36,7 +36,6 @@ from .solver_kernels import DOT_CHUNK
 from .state import ClothState
 from .step import CGControl, SubstepInputs, SubstepSolver
 
-ADJOINT_TOLERANCE = 1.0e-10  # r.r <= 1e-10 |S g|^2: the adjoint solve is not the bias
 GUARD_FACTOR = 2.0  # the exact reverse of a substep is kept unless its adjoint is this much larger
 
 
@@ -94,7 +93,7 @@ class ImplicitSubstepReverse:
     """Reverses substeps of one simulator with the implicit solve adjoint; holds the work
     arrays of one backward pass."""
 
-    def __init__(self, solver: SubstepSolver, make_buffers) -> None:
+    def __init__(self, solver: SubstepSolver, make_buffers, tolerance: float) -> None:
         a = solver.arrays
         self.solver = solver
         self.buf: SubstepBuffers = make_buffers(1, True)  # forces and assembly, with gradients
@@ -103,6 +102,7 @@ class ImplicitSubstepReverse:
             a.vertex_count, dtype=solver.kernels.forces.vec3, device=a.device, requires_grad=True
         )
         self.vertex_kernel, self.spring_kernel, _, _ = _kernels(a.dtype)
+        self.tolerance = tolerance  # of the adjoint solve: the forward's
 
     def _solve(self, rhs: wp.array, control: CGControl) -> wp.array:
         """The CG on the assembled system with right-hand side ``rhs``; its solution."""
@@ -138,7 +138,7 @@ class ImplicitSubstepReverse:
             solver._finish(ClothState(start.x, v), self.dv, inputs, out)
         update.backward()
         self._tapes = (system, update)
-        adjoint = self._solve(self.dv.grad, CGControl(tolerance=ADJOINT_TOLERANCE, frozen_count=-1))
+        adjoint = self._solve(self.dv.grad, CGControl(tolerance=self.tolerance, frozen_count=-1))
         wp.launch(
             self.vertex_kernel,
             dim=a.vertex_count,

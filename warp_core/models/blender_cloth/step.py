@@ -58,6 +58,9 @@ class CGControl:
     frozen_count: int = -1
     check_every: int = 1
     in_graph: bool = False
+    # in a graph without conditional blocks: how many iterations it launches (masked past
+    # ``SubstepBuffers.frozen``); a backward pass captures one graph per needed length
+    graph_iterations: int = CG_MAX_ITERATIONS
     tolerance: float = CG_TOLERANCE  # r.r <= tolerance |S b|^2 ends the CG (-1 and -2 - n)
 
 
@@ -270,7 +273,7 @@ class SubstepSolver:
             # captured: blocks of iterations, each entered only while the CG is active
             self._graph_blocks(buf, 0)
             return CG_BLOCK_BOUNDS[-1]
-        iterations = frozen_count if frozen_count >= 0 and not cg.in_graph else CG_MAX_ITERATIONS
+        iterations = frozen_count if frozen_count >= 0 and not cg.in_graph else cg.graph_iterations
         launched = 0
         for k in range(iterations):
             self._iteration(buf, k, cg.tolerance)
