@@ -4,11 +4,15 @@ The forward keeps x and v at every substep start. Going backwards, each substep 
 recomputed under an inner tape with its CG iteration count frozen (one buffer set per CG
 iteration) and differentiated by Warp's autodiff: the exact gradient of what the
 truncated solver computes, with memory O(substeps * N) plus one substep's transient
-buffers.
+buffers. With graphs, each substep index and CG length (rounded up to a block bound) is
+captured once and replayed; the work arrays and graphs stay on the simulator for the next
+backward pass until a setting the graphs bake in changes. ``sim.gradient`` chooses the
+reverse: exact, implicit or stable (``adjoint_stable``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import warp as wp
@@ -16,6 +20,7 @@ import warp as wp
 from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
 from .adjoint_stable import ImplicitSubstepReverse, SubstepGuard
 from .buffers import SubstepBuffers
+from .graphs import graph_key
 from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS
 from .state import ClothState, RolloutPlan
 from .step import CGControl, SubstepInputs
@@ -46,6 +51,73 @@ def recompute_bytes(sim: ClothSimulator, cg_iterations: int) -> int:
     # x, v in and out, and the parameters, are the other arrays with gradients
     extra = 4 * sim.vertex_count * 3 * (4 if sim.precision == "float32" else 8)
     return 2 * (sum(a.capacity for a in arrays) + extra)
+
+
+@dataclass
+class BackwardWorkspace:
+    """What a backward pass works in, kept on the simulator between passes so that the
+    graphs captured by one (one per substep index and CG length, which point at these
+    arrays) serve the next: the running adjoint, one substep's inputs and outputs, the
+    parameters' copy and the work buffers."""
+
+    key: tuple
+    adj_x: wp.array
+    adj_v: wp.array
+    param_grad: wp.array
+    x_in: wp.array
+    v_in: wp.array
+    x_out: wp.array
+    v_out: wp.array
+    params_in: wp.array
+    goal_old: wp.array
+    goal_new: wp.array
+    use_graphs: bool
+    buf: SubstepBuffers | None = None
+    implicit: ImplicitSubstepReverse | None = None
+    guard: SubstepGuard | None = None
+    graphs: dict = field(default_factory=dict)
+
+
+def _workspace(
+    sim: ClothSimulator, settings, schedule, with_exact: bool, with_implicit: bool
+) -> BackwardWorkspace:
+    """The simulator's workspace for a backward pass of these settings, captured anew only
+    when what the graphs bake in (schedule, gravity, ...; ``graph_key``) or the kind changed."""
+    use_graphs = sim.use_graphs
+    key = (graph_key(settings, schedule), with_exact, with_implicit, use_graphs, sim.cg_tolerance)
+    ws = getattr(sim, "_backward_workspace", None)
+    if ws is not None and ws.key == key:
+        return ws
+    d, n, vec3 = sim.device, sim.vertex_count, sim.vec3
+
+    def vec(requires_grad: bool = False) -> wp.array:
+        return wp.zeros(n, dtype=vec3, device=d, requires_grad=requires_grad)
+
+    ws = BackwardWorkspace(
+        key=key,
+        adj_x=vec(),
+        adj_v=vec(),
+        param_grad=wp.zeros_like(sim.params.grad),
+        x_in=vec(True),
+        v_in=vec(True),
+        x_out=vec(True),
+        v_out=vec(True),
+        params_in=wp.zeros(sim.params.shape[0], dtype=sim.dtype, device=d, requires_grad=True),
+        goal_old=vec(),
+        goal_new=vec(),
+        use_graphs=use_graphs,
+    )
+    if with_implicit:
+        ws.implicit = ImplicitSubstepReverse(sim.solver, sim.make_buffers, sim.cg_tolerance)
+    if with_implicit and with_exact:
+        ws.guard = SubstepGuard(sim.solver, sim.params.shape[0])
+    if use_graphs and with_exact:
+        # every CG iteration keeps its own buffers; the graphs replay the recompute and its
+        # backward for any substep of their index and length (masked iterations add nothing)
+        ws.buf = sim.make_buffers(CG_MAX_ITERATIONS, requires_grad=True)
+        sim.load_modules()
+    sim._backward_workspace = ws
+    return ws
 
 
 def _grow_buffers(sim: ClothSimulator, current: SubstepBuffers | None, iterations: int) -> SubstepBuffers:
@@ -86,32 +158,15 @@ def record_rollout_backward(
     def backward() -> None:
         d = sim.device
         n = sim.vertex_count
-        vec3 = sim.vec3
         out_grad = rollout.positions.grad
-        adj_x = wp.zeros(n, dtype=vec3, device=d)
-        adj_v = wp.zeros(n, dtype=vec3, device=d)
-        param_grad = wp.zeros_like(user_params.grad)
-        x_in = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
-        v_in = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
-        x_out = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
-        v_out = wp.zeros(n, dtype=vec3, device=d, requires_grad=True)
-        params_in = wp.clone(params_snapshot, requires_grad=True)
-        params_in.grad.zero_()
-        buf: SubstepBuffers | None = None
-        graphs: dict[int, object] = {}
-        implicit = guard = None
-        if with_implicit:
-            implicit = ImplicitSubstepReverse(sim.solver, sim.make_buffers, sim.cg_tolerance)
-        if with_implicit and with_exact:
-            guard = SubstepGuard(sim.solver, params_in.shape[0])
-        use_graphs = sim.use_graphs and with_exact
-        if use_graphs:
-            # every CG iteration keeps its own buffers; one graph per substep index replays the
-            # recompute and its backward for any substep (masked iterations add nothing)
-            buf = sim.make_buffers(CG_MAX_ITERATIONS, requires_grad=True)
-            goal_old = wp.zeros(n, dtype=vec3, device=d)
-            goal_new = wp.zeros(n, dtype=vec3, device=d)
-            sim.load_modules()
+        ws = _workspace(sim, settings_snapshot, schedule, with_exact, with_implicit)
+        adj_x, adj_v, param_grad = ws.adj_x, ws.adj_v, ws.param_grad
+        x_in, v_in, x_out, v_out, params_in = ws.x_in, ws.v_in, ws.x_out, ws.v_out, ws.params_in
+        buf, graphs, implicit, guard = ws.buf, ws.graphs, ws.implicit, ws.guard
+        goal_old, goal_new, use_graphs = ws.goal_old, ws.goal_new, ws.use_graphs
+        for array in (adj_x, adj_v, param_grad, params_in.grad):
+            array.zero_()
+        wp.copy(params_in, params_snapshot)
 
         def substep(
             buffers: SubstepBuffers, old: wp.array, new: wp.array, in_graph: bool, k: int, iterations: int
@@ -163,9 +218,15 @@ def record_rollout_backward(
                 # the implicit reverse first: kept aside for the guard, or taken as it is
                 wp.copy(x_out.grad, adj_x)
                 wp.copy(v_out.grad, adj_v)
-                inputs = SubstepInputs.of(goal[fi], goal[fi + 1], schedule, k)
+                if use_graphs:  # the captured reverse reads the goals from fixed arrays
+                    wp.copy(goal_old, goal[fi])
+                    wp.copy(goal_new, goal[fi + 1])
+                    inputs = SubstepInputs.of(goal_old, goal_new, schedule, k)
+                else:
+                    inputs = SubstepInputs.of(goal[fi], goal[fi + 1], schedule, k)
                 start, out = ClothState(x_in, v_in), ClothState(x_out, v_out)
-                implicit.reverse(settings_snapshot, params_in, start, inputs, out, iterations)
+                key = k if use_graphs else None
+                implicit.reverse(settings_snapshot, params_in, start, inputs, out, iterations, key)
                 if guard is not None:
                     guard.keep(x_in.grad, v_in.grad, params_in.grad)
                 else:
@@ -189,7 +250,7 @@ def record_rollout_backward(
                     graphs[(k, length)] = capture.graph
                 wp.capture_launch(graphs[(k, length)])
             else:
-                buf = _grow_buffers(sim, buf, iterations)
+                buf = ws.buf = _grow_buffers(sim, buf, iterations)
                 inner = wp.Tape()
                 with inner:
                     substep(buf, goal[fi], goal[fi + 1], False, k, iterations)

@@ -102,7 +102,11 @@ class ImplicitSubstepReverse:
             a.vertex_count, dtype=solver.kernels.forces.vec3, device=a.device, requires_grad=True
         )
         self.vertex_kernel, self.spring_kernel, _, _ = _kernels(a.dtype)
+        for kernel in (self.vertex_kernel, self.spring_kernel):
+            wp.load_module(kernel.module, device=a.device)  # a graph capture must not load it
         self.tolerance = tolerance  # of the adjoint solve: the forward's
+        self.graphs: dict = {}  # captured reverses, by substep index within the frame
+        self._tapes: tuple = ()
 
     def _solve(self, rhs: wp.array, control: CGControl) -> wp.array:
         """The CG on the assembled system with right-hand side ``rhs``; its solution."""
@@ -121,10 +125,35 @@ class ImplicitSubstepReverse:
         inputs: SubstepInputs,
         out: ClothState,
         iterations: int,
+        graph_key: int | None = None,
     ) -> None:
         """Given the loss's gradient after the substep in ``out.x.grad`` and ``out.v.grad``,
         add its gradient before the substep into ``start``'s and ``params``' gradients (read
-        them, then ``zero``). ``iterations``: the forward's CG iteration count here."""
+        them, then ``zero``). ``iterations``: the forward's CG iteration count here. With a
+        ``graph_key`` (the substep's index in the frame; the arrays passed must be the same
+        on every call with that key) the reverse is captured once and replayed, both solves
+        in the conditional CG blocks (Blender's tolerance)."""
+        if graph_key is None:
+            self._reverse(settings, params, start, inputs, out, iterations, in_graph=False)
+            return
+        self.cg.frozen.fill_(iterations)
+        if graph_key not in self.graphs:
+            d = self.solver.arrays.device
+            with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+                self._reverse(settings, params, start, inputs, out, iterations, in_graph=True)
+            self.graphs[graph_key] = capture.graph
+        wp.capture_launch(self.graphs[graph_key])
+
+    def _reverse(
+        self,
+        settings,
+        params: wp.array,
+        start: ClothState,
+        inputs: SubstepInputs,
+        out: ClothState,
+        iterations: int,
+        in_graph: bool,
+    ) -> None:
         solver = self.solver
         a = solver.arrays
         buf = self.buf
@@ -132,13 +161,17 @@ class ImplicitSubstepReverse:
         with system:
             v = solver._forces(settings, buf, params, start, inputs)
             solver._assemble(buf, params, v, inputs.h)
-        wp.copy(self.dv, self._solve(buf.rhs, CGControl(frozen_count=iterations)))
+        # in a graph the forward's count comes from cg.frozen, as the caller set it
+        forward = CGControl(frozen_count=iterations, in_graph=in_graph)
+        wp.copy(self.dv, self._solve(buf.rhs, forward))
         update = wp.Tape()
         with update:
             solver._finish(ClothState(start.x, v), self.dv, inputs, out)
         update.backward()
         self._tapes = (system, update)
-        adjoint = self._solve(self.dv.grad, CGControl(tolerance=self.tolerance, frozen_count=-1))
+        if in_graph:
+            self.cg.frozen.fill_(-1)  # the adjoint solve stops on the tolerance
+        adjoint = self._solve(self.dv.grad, CGControl(tolerance=self.tolerance, in_graph=in_graph))
         wp.launch(
             self.vertex_kernel,
             dim=a.vertex_count,

@@ -25,6 +25,21 @@ from .step import CGControl, SubstepInputs, SubstepSolver
 _IN_GRAPH = CGControl(in_graph=True)
 
 
+def graph_key(settings: ClothParams, schedule: SubstepSchedule) -> tuple:
+    """What a captured substep graph bakes in besides its arrays: the substep times and
+    every setting its launches take as a value. Equal keys, same graphs."""
+    return (
+        tuple(schedule.starts.tolist()),
+        schedule.h,
+        schedule.time_scale,
+        tuple(settings.gravity),
+        settings.sewing_force_max,
+        (settings.use_pressure, settings.uniform_pressure_force, settings.pressure_factor),
+        (settings.force_fields, settings.fps),
+        settings.bending_model,
+    )
+
+
 @dataclass
 class SubstepGraphSet:
     """The fixed buffers the captured graphs read and write, and the graphs."""
@@ -49,17 +64,7 @@ class SubstepGraphs:
         self, settings: ClothParams, buf: SubstepBuffers, params: wp.array, schedule: SubstepSchedule
     ) -> SubstepGraphSet:
         """The graph set for ``schedule``, captured now unless the cached one matches."""
-        key = (
-            tuple(schedule.starts.tolist()),
-            schedule.h,
-            schedule.time_scale,
-            tuple(settings.gravity),
-            settings.sewing_force_max,
-            (settings.use_pressure, settings.uniform_pressure_force, settings.pressure_factor),
-            (settings.force_fields, settings.fps),
-            id(buf),
-            self._collision_key(),
-        )
+        key = (graph_key(settings, schedule), id(buf), self._collision_key())
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
         a = self.solver.arrays
