@@ -52,7 +52,7 @@ class CGControl:
     caller set it, so the launches can be captured once into a graph: the iterations run
     in blocks (``CG_BLOCK_BOUNDS``), each only while the CG is still active (iterations
     past convergence within a block are masked no-ops); with per-iteration buffers (a
-    backward pass follows) all ``CG_MAX_ITERATIONS`` run, masked.
+    backward pass follows) ``graph_iterations`` run, masked past the count.
     """
 
     frozen_count: int = -1
