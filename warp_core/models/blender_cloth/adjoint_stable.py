@@ -69,13 +69,17 @@ def _kernels(dtype):
         b = spring_vertices[s][1]
         offdiag_grad[s] = -(wp.outer(adjoint[a], dv[b]) + wp.outer(adjoint[b], dv[a]))
 
+    @wp.func
+    def exploded(norms: wp.array(dtype=dtype), factor: dtype):
+        # norms: |exact x|^2, |exact v|^2, |kept x|^2, |kept v|^2; a NaN compares false
+        return not (norms[0] + norms[1] <= factor * factor * (norms[2] + norms[3]))
+
     @wp.kernel(module="unique", module_options=NO_FMA)
     def guard_vec3(
         kept: wp.array(dtype=vec3), norms: wp.array(dtype=dtype), factor: dtype, exact: wp.array(dtype=vec3)
     ):
-        # norms: |exact x|^2, |exact v|^2, |kept x|^2, |kept v|^2; a NaN compares false
         i = wp.tid()
-        if not (norms[0] + norms[1] <= factor * factor * (norms[2] + norms[3])):
+        if exploded(norms, factor):
             exact[i] = kept[i]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
@@ -83,7 +87,7 @@ def _kernels(dtype):
         kept: wp.array(dtype=dtype), norms: wp.array(dtype=dtype), factor: dtype, exact: wp.array(dtype=dtype)
     ):
         i = wp.tid()
-        if not (norms[0] + norms[1] <= factor * factor * (norms[2] + norms[3])):
+        if exploded(norms, factor):
             exact[i] = kept[i]
 
     return solve_adjoint_vertices, solve_adjoint_springs, guard_vec3, guard_scalar
