@@ -271,7 +271,7 @@ class SubstepSolver:
         frozen_count = cg.frozen_count
         if cg.in_graph and buf.ping_pong and conditional_nodes(d):
             # captured: blocks of iterations, each entered only while the CG is active
-            self._graph_blocks(buf, 0)
+            self._graph_blocks(buf, 0, cg.tolerance)
             return CG_BLOCK_BOUNDS[-1]
         iterations = frozen_count if frozen_count >= 0 and not cg.in_graph else cg.graph_iterations
         launched = 0
@@ -287,16 +287,18 @@ class SubstepSolver:
                 break
         return launched
 
-    def _graph_blocks(self, buf: SubstepBuffers, block: int) -> None:
+    def _graph_blocks(self, buf: SubstepBuffers, block: int, tolerance: float = CG_TOLERANCE) -> None:
         """Iterations ``CG_BLOCK_BOUNDS[block]`` up to the next bound, then the next block
         inside a conditional node that runs only if the CG is still active there. Past
         convergence an iteration changes nothing (it is masked), so skipping it is exact;
         the bounds are even, so the ping-pong buffers end where 100 iterations would."""
         lo, hi = CG_BLOCK_BOUNDS[block], CG_BLOCK_BOUNDS[block + 1]
         for k in range(lo, hi):
-            self._iteration(buf, k)
+            self._iteration(buf, k, tolerance)
         if block + 2 < len(CG_BLOCK_BOUNDS):
-            wp.capture_if(buf.active[hi : hi + 1], on_true=lambda: self._graph_blocks(buf, block + 1))
+            wp.capture_if(
+                buf.active[hi : hi + 1], on_true=lambda: self._graph_blocks(buf, block + 1, tolerance)
+            )
 
     def _dot(self, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array) -> None:
         """out[row] = a . b, in fixed-order chunks then their fixed-order sum (the same on
