@@ -21,9 +21,9 @@ gradient counts as neither), and how many are non-finite. CPU, float64; no bpy.
 Measured, 20 scenes x (defaults + 2 random starts), sign / within 2x / non-finite:
 
     robustness seed 10 (198 parameters): exact 86 % / 69 % / 0, implicit 94 % / 80 % / 0,
-        stable 96 % / 91 % / 0 (342 s)
+        stable 96 % / 91 % / 0 (319 s)
     robustness seed 13 (189 parameters, not looked at while choosing the guard factor):
-        exact 75 % / 53 % / 0, stable 93 % / 84 % / 0 (408 s)
+        exact 75 % / 53 % / 0, stable 93 % / 84 % / 0 (389 s)
 
 Tried before and dropped: an adjoint shrunk per substep to a horizon of 2 or 8 frames
 (reached 1e9 and 1e17 on an exploding scene and came out 5-50x too small where the exact
