@@ -14,9 +14,8 @@ from .optimize import (
     ProgressCallback,
     eval_gradient,
     projected_gradient,
-    start_point,
 )
-from .run import Run, Tracker
+from .run import start_gradient_run
 from .spec import ParameterSpec
 
 __all__ = ["adam"]
@@ -47,15 +46,8 @@ def adam(
     that fails too does the run stop as stuck.
     """
     settings = settings or OptimizeSettings()
-    tracker = Tracker(settings, progress, cancel)
-    run = Run(spec, tracker)
-    counter = tracker.counter
-
-    z, values, (loss, g), warnings = start_point(
-        spec, settings, lambda v: eval_gradient(problem, spec, v, counter)
-    )
-    tracker.warnings += warnings
-    run.begin(values, loss, report=True)
+    run, z, values, loss, g = start_gradient_run(problem, spec, settings, progress, cancel)
+    tracker, counter = run.tracker, run.counter
 
     m = np.zeros_like(z)
     v = np.zeros_like(z)

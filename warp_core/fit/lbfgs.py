@@ -27,9 +27,8 @@ from .optimize import (
     ProgressCallback,
     eval_gradient,
     projected_gradient,
-    start_point,
 )
-from .run import Run, Tracker
+from .run import Run, start_gradient_run
 from .spec import ParameterSpec
 
 __all__ = ["lbfgs"]
@@ -68,14 +67,8 @@ def lbfgs(
 ) -> OptimizeResult:
     """Projected L-BFGS with a backtracking line search on the log-space gradient."""
     settings = settings or OptimizeSettings()
-    tracker = Tracker(settings, progress, cancel)
-    run = Run(spec, tracker)
-    counter = tracker.counter
-    z, values, (loss, g), warnings = start_point(
-        spec, settings, lambda v: eval_gradient(problem, spec, v, counter)
-    )
-    tracker.warnings += warnings
-    run.begin(values, loss, report=True)
+    run, z, values, loss, g = start_gradient_run(problem, spec, settings, progress, cancel)
+    tracker = run.tracker
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     while not tracker.out_of_iterations():
         if stop := run.interrupted():
@@ -125,7 +118,7 @@ def _line_search(
         if not np.any(z_trial != z):
             return None
         values = spec.from_free(z_trial)
-        out = eval_gradient(problem, spec, values, run.tracker.counter)
+        out = eval_gradient(problem, spec, values, run.counter)
         if out is not None and out[0] <= loss + ARMIJO * float(g @ (z_trial - z)):
             return z_trial, values, out[0], out[1]
         step *= 0.5

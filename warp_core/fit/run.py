@@ -10,10 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from .optimize import Counter, OptimizeResult, OptimizeSettings, ProgressCallback, RunState
+from .optimize import (
+    Counter,
+    OptimizeResult,
+    OptimizeSettings,
+    ProgressCallback,
+    RunState,
+    eval_gradient,
+    start_point,
+)
 from .spec import ParameterSpec
 
-__all__ = ["Clock", "Run", "Tracker", "cancel_check"]
+__all__ = ["Clock", "Run", "Tracker", "cancel_check", "start_gradient_run"]
 
 # Stop reasons that mean "a budget or the caller ended the run", not "it got somewhere".
 BUDGET_STOPS = ("max_iterations", "time_budget", "cancelled")
@@ -129,3 +137,23 @@ class Run:
             held=list(self.held),
             state=state,
         )
+
+
+def start_gradient_run(
+    problem: Any,
+    spec: ParameterSpec,
+    settings: OptimizeSettings,
+    progress: ProgressCallback | None,
+    cancel: Any,
+) -> tuple[Run, np.ndarray, dict[str, float], float, np.ndarray]:
+    """A first-order optimizer's one run from the spec's start (recovered from a diverging
+    one as ``start_point`` does), the start reported: (run, free log values, values, loss,
+    log-space gradient)."""
+    tracker = Tracker(settings, progress, cancel)
+    run = Run(spec, tracker)
+    z, values, (loss, g), warnings = start_point(
+        spec, settings, lambda v: eval_gradient(problem, spec, v, tracker.counter)
+    )
+    tracker.warnings += warnings
+    run.begin(values, loss, report=True)
+    return run, z, values, loss, g

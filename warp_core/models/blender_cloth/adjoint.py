@@ -85,7 +85,7 @@ def _workspace(
     when what the graphs bake in (schedule, gravity, ...; ``graph_key``) or the kind changed."""
     use_graphs = sim.use_graphs
     key = (graph_key(settings, schedule), with_exact, with_implicit, use_graphs, sim.cg_tolerance)
-    ws = getattr(sim, "_backward_workspace", None)
+    ws = sim._backward_workspace
     if ws is not None and ws.key == key:
         return ws
     d, n, vec3 = sim.device, sim.vertex_count, sim.vec3

@@ -73,28 +73,27 @@ def _kernels(dtype):
         b = spring_vertices[s][1]
         offdiag_grad[s] = -(wp.outer(adjoint[a], dv[b]) + wp.outer(adjoint[b], dv[a]))
 
-    @wp.func
-    def exploded(norms: wp.array(dtype=dtype), factor: dtype):
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def guard(
+        kept_x: wp.array(dtype=vec3),
+        kept_v: wp.array(dtype=vec3),
+        kept_params: wp.array(dtype=dtype),
+        norms: wp.array(dtype=dtype),
+        factor: dtype,
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        params: wp.array(dtype=dtype),
+    ):
         # norms: |exact x|^2, |exact v|^2, |kept x|^2, |kept v|^2; a NaN compares false
-        return not (norms[0] + norms[1] <= factor * factor * (norms[2] + norms[3]))
-
-    @wp.kernel(module="unique", module_options=NO_FMA)
-    def guard_vec3(
-        kept: wp.array(dtype=vec3), norms: wp.array(dtype=dtype), factor: dtype, exact: wp.array(dtype=vec3)
-    ):
         i = wp.tid()
-        if exploded(norms, factor):
-            exact[i] = kept[i]
+        if not (norms[0] + norms[1] <= factor * factor * (norms[2] + norms[3])):
+            if i < x.shape[0]:
+                x[i] = kept_x[i]
+                v[i] = kept_v[i]
+            if i < params.shape[0]:
+                params[i] = kept_params[i]
 
-    @wp.kernel(module="unique", module_options=NO_FMA)
-    def guard_scalar(
-        kept: wp.array(dtype=dtype), norms: wp.array(dtype=dtype), factor: dtype, exact: wp.array(dtype=dtype)
-    ):
-        i = wp.tid()
-        if exploded(norms, factor):
-            exact[i] = kept[i]
-
-    return solve_adjoint_vertices, solve_adjoint_springs, guard_vec3, guard_scalar
+    return solve_adjoint_vertices, solve_adjoint_springs, guard
 
 
 class ImplicitSubstepReverse:
@@ -109,7 +108,7 @@ class ImplicitSubstepReverse:
         self.dv = wp.zeros(
             a.vertex_count, dtype=solver.kernels.forces.vec3, device=a.device, requires_grad=True
         )
-        self.vertex_kernel, self.spring_kernel, _, _ = _kernels(a.dtype)
+        self.vertex_kernel, self.spring_kernel, _ = _kernels(a.dtype)
         for kernel in (self.vertex_kernel, self.spring_kernel):
             wp.load_module(kernel.module, device=a.device)  # a graph capture must not load it
         self.tolerance = min(tolerance, ADJOINT_TOLERANCE)  # of the adjoint solve
@@ -117,10 +116,9 @@ class ImplicitSubstepReverse:
         self._tapes: tuple = ()
 
     def _solve(self, rhs: wp.array, control: CGControl) -> wp.array:
-        """The CG on the assembled system with right-hand side ``rhs``; its solution."""
+        """The CG on the system copied into ``self.cg`` with right-hand side ``rhs``; its
+        solution."""
         cg = self.cg
-        wp.copy(cg.system_diag, self.buf.system_diag)
-        wp.copy(cg.system_offdiag, self.buf.system_offdiag)
         wp.copy(cg.rhs, rhs)
         launched = self.solver._solve(cg, control)
         return cg.dv[launched % 2]
@@ -169,6 +167,9 @@ class ImplicitSubstepReverse:
         with system:
             v = solver._forces(settings, buf, params, start, inputs)
             solver._assemble(buf, params, v, inputs.h)
+        # both solves work on this system
+        wp.copy(self.cg.system_diag, buf.system_diag)
+        wp.copy(self.cg.system_offdiag, buf.system_offdiag)
         # in a graph the forward's count comes from cg.frozen, as the caller set it
         forward = CGControl(frozen_count=iterations, in_graph=in_graph)
         wp.copy(self.dv, self._solve(buf.rhs, forward))
@@ -218,10 +219,9 @@ class SubstepGuard:
         chunks = (a.vertex_count + DOT_CHUNK - 1) // DOT_CHUNK
         self.partials = wp.zeros((4, chunks), dtype=a.dtype, device=a.device)
         self.norms = wp.zeros(4, dtype=a.dtype, device=a.device)
-        _, _, self.vec_kernel, self.scalar_kernel = _kernels(a.dtype)
+        self.kernel = _kernels(a.dtype)[2]
         self.factor = a.dtype(GUARD_FACTOR)
-        for kernel in (self.vec_kernel, self.scalar_kernel):
-            wp.load_module(kernel.module, device=a.device)  # a graph capture must not load it
+        wp.load_module(self.kernel.module, device=a.device)  # a graph capture must not load it
 
     def keep(self, x_grad: wp.array, v_grad: wp.array, param_grad: wp.array) -> None:
         wp.copy(self.x, x_grad)
@@ -233,19 +233,10 @@ class SubstepGuard:
         dot = self.solver._dot
         for row, a in enumerate((x_grad, v_grad, self.x, self.v)):
             dot(a, a, row, self.partials, self.norms)
-        d = self.solver.arrays.device
-        for kept, exact in ((self.x, x_grad), (self.v, v_grad)):
-            wp.launch(
-                self.vec_kernel,
-                dim=exact.shape[0],
-                device=d,
-                inputs=[kept, self.norms, self.factor],
-                outputs=[exact],
-            )
         wp.launch(
-            self.scalar_kernel,
-            dim=param_grad.shape[0],
-            device=d,
-            inputs=[self.params, self.norms, self.factor],
-            outputs=[param_grad],
+            self.kernel,
+            dim=max(x_grad.shape[0], param_grad.shape[0]),
+            device=self.solver.arrays.device,
+            inputs=[self.x, self.v, self.params, self.norms, self.factor],
+            outputs=[x_grad, v_grad, param_grad],
         )

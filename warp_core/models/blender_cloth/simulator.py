@@ -113,6 +113,7 @@ class ClothSimulator:
         # Blender's CG tolerance; a smaller one (kernel by kernel) only to check the implicit
         # gradient against an exact solve's
         self.cg_tolerance = CG_TOLERANCE
+        self._backward_workspace = None  # what the last backward pass captured (adjoint.py)
 
     # ---------------------------------------------------------------- mesh arrays
     @property
