@@ -35,7 +35,6 @@ import warp as wp
 
 from .buffers import SubstepBuffers
 from .force_kernels import NO_FMA, force_kernels
-from .solver_kernels import DOT_CHUNK
 from .state import ClothState
 from .step import CGControl, SubstepInputs, SubstepSolver
 
@@ -216,8 +215,7 @@ class SubstepGuard:
         self.x = wp.zeros(a.vertex_count, dtype=vec3, device=a.device)
         self.v = wp.zeros(a.vertex_count, dtype=vec3, device=a.device)
         self.params = wp.zeros(n_params, dtype=a.dtype, device=a.device)
-        chunks = (a.vertex_count + DOT_CHUNK - 1) // DOT_CHUNK
-        self.partials = wp.zeros((4, chunks), dtype=a.dtype, device=a.device)
+        self.partials = wp.zeros((4, solver.dot_columns), dtype=a.dtype, device=a.device)
         self.norms = wp.zeros(4, dtype=a.dtype, device=a.device)
         self.kernel = _kernels(a.dtype)[2]
         self.factor = a.dtype(GUARD_FACTOR)

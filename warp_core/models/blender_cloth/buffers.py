@@ -5,7 +5,7 @@ from __future__ import annotations
 import warp as wp
 
 from .schedule import CG_MAX_ITERATIONS
-from .solver_kernels import DOT_CHUNK, solver_kernels
+from .solver_kernels import solver_kernels
 
 
 class SubstepBuffers:
@@ -16,8 +16,10 @@ class SubstepBuffers:
     """
 
     def __init__(
-        self, n: int, n_springs: int, n_hinges: int, cg_sets: int, dtype, device: str, requires_grad: bool
+        self, sizes: tuple[int, int, int, int], cg_sets: int, dtype, device: str, requires_grad: bool
     ) -> None:
+        # vertices, springs, hinges, and partial sums per dot product
+        n, n_springs, n_hinges, chunks = sizes
         fk = solver_kernels(dtype).forces
         vec3, mat33 = fk.vec3, fk.mat33
 
@@ -49,7 +51,6 @@ class SubstepBuffers:
         self.curvature = wp.zeros(
             CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad
         )
-        chunks = (n + DOT_CHUNK - 1) // DOT_CHUNK
         self.delta_partials = wp.zeros(
             (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
         )

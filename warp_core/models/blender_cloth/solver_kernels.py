@@ -20,8 +20,6 @@ import warp as wp
 
 from .force_kernels import NO_FMA, PARAM_MASS, force_kernels
 
-DOT_CHUNK = 256  # vertices per partial sum of the fixed-order dot products
-
 
 @functools.cache
 def solver_kernels(dtype) -> SimpleNamespace:
@@ -129,30 +127,6 @@ def solver_kernels(dtype) -> SimpleNamespace:
         residual[i] = r
         direction[i] = r
         dv[i] = vec3()
-
-    @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_partials(
-        a: wp.array(dtype=vec3),
-        b: wp.array(dtype=vec3),
-        row: wp.int32,
-        partials: wp.array2d(dtype=dtype),
-    ):
-        # fixed-order reduction, stage 1: each thread sums one contiguous chunk
-        chunk = wp.tid()
-        begin = chunk * DOT_CHUNK
-        end = wp.min(begin + DOT_CHUNK, a.shape[0])
-        acc = dtype(0.0)
-        for i in range(begin, end):
-            acc = acc + wp.dot(a[i], b[i])
-        partials[row, chunk] = acc
-
-    @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_total(partials: wp.array2d(dtype=dtype), row: wp.int32, out: wp.array(dtype=dtype)):
-        # stage 2: one thread adds the chunks in order
-        acc = dtype(0.0)
-        for c in range(partials.shape[1]):
-            acc = acc + partials[row, c]
-        out[row] = acc
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_start(
@@ -282,8 +256,6 @@ def solver_kernels(dtype) -> SimpleNamespace:
         cg_init=cg_init,
         cg_start=cg_start,
         matvec=matvec,
-        dot_partials=dot_partials,
-        dot_total=dot_total,
         cg_update=cg_update,
         cg_direction=cg_direction,
         finish_substep=finish_substep,

@@ -13,6 +13,7 @@ import warp as wp
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
 from .collision import CollisionInputs, CollisionStage
+from .dots import block_order, dot_columns, dot_kernels, launch_dot
 from .fields import launch_fields
 from .params import ClothParams
 from .pressure import launch_pressure
@@ -75,16 +76,26 @@ class SubstepSolver:
         self.arrays = arrays
         self.kernels = solver_kernels(arrays.dtype)
         self.collisions: CollisionStage | None = None  # object collisions, when the cloth has colliders
+        self.dot_kernels = dot_kernels(arrays.dtype)
+        # how the CG's dot products run (``dots.launch_dot``): the block order, as tiles on
+        # CUDA; set before any buffers are made
+        self.dot_mode = "chunks"
+        if block_order(arrays.vertex_count):
+            self.dot_mode = "tiles" if wp.get_device(arrays.device).is_cuda else "blocks"
+
+    @property
+    def dot_columns(self) -> int:
+        """Partial sums per dot product (the width of a partials array)."""
+        return dot_columns(self.arrays.vertex_count, self.dot_mode != "chunks")
 
     def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
         a = self.arrays
-        return SubstepBuffers(
-            a.vertex_count, a.spring_count, a.hinge_count, cg_sets, a.dtype, a.device, requires_grad
-        )
+        sizes = (a.vertex_count, a.spring_count, a.hinge_count, self.dot_columns)
+        return SubstepBuffers(sizes, cg_sets, a.dtype, a.device, requires_grad)
 
     def load_modules(self) -> None:
         """Compile/load every kernel module now: a graph capture must not load any."""
-        namespaces = [self.kernels, self.kernels.forces]
+        namespaces = [self.kernels, self.kernels.forces, self.dot_kernels]
         if self.collisions is not None:
             namespaces.append(self.collisions.kernels)
         for namespace in namespaces:
@@ -301,12 +312,8 @@ class SubstepSolver:
             )
 
     def _dot(self, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array) -> None:
-        """out[row] = a . b, in fixed-order chunks then their fixed-order sum (the same on
-        every device)."""
-        k_ = self.kernels
-        d = self.arrays.device
-        wp.launch(k_.dot_partials, dim=partials.shape[1], device=d, inputs=[a, b, row], outputs=[partials])
-        wp.launch(k_.dot_total, dim=1, device=d, inputs=[partials, row], outputs=[out])
+        """out[row] = a . b in a fixed order (``dots.py``)."""
+        launch_dot(self.dot_kernels, a, b, row, partials, out, self.dot_mode)
 
     def _iteration(self, buf: SubstepBuffers, k: int, tolerance: float = CG_TOLERANCE) -> None:
         """CG iteration ``k`` (masked when the CG is no longer active)."""
