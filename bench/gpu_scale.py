@@ -1,0 +1,134 @@
+"""Scale on the GPU: forward time per frame by grid size, and whole fits on each device.
+
+    python bench/gpu_scale.py [--forward-sizes 32,64,128,256] [--fit-sizes 32,256]
+                              [--fit-devices cuda:0,cpu] [--fit-frames 60]
+                              [--precision float32] [--time-budget 600] [--out result.json]
+
+Grid n x n over 1 m, one edge pinned, quality 5. Forward: Blender's defaults, 30 frames,
+median of three rollouts after a warm-up that compiles and captures. Fits: four parameters
+(tension = compression, bending, air damping, tension damping) from Blender's defaults
+(15, 0.5, 1, 5) to a truth three times each (45, 1.5, 3, 15); targets at a third, two
+thirds and all of ``--fit-frames``, simulated by this model on the fit's device and
+precision; the fit's default settings (global phase included when the start falls short).
+Each device fits once untimed first (compiles, captures), then the timed fit; the wall
+time is the timed fit's, start to result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
+from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
+
+wp.config.log_level = wp.LOG_WARNING
+TRUTH = {"tension_stiffness": 45.0, "bending_stiffness": 1.5, "air_damping": 3.0, "tension_damping": 15.0}
+FITTED = list(TRUTH)
+TIES = {"compression_stiffness": "tension_stiffness"}
+
+
+def sheet(n: int):
+    mesh = grid_mesh(n, n, 1.0, 1.0)
+    y = mesh.vertices[:, 1]
+    mesh.pin_weights = (y >= y.max() - 1e-9).astype(float)
+    return mesh
+
+
+def forward_ms_per_frame(n: int, device: str, precision: str, frames: int = 30) -> dict:
+    sim = ClothSimulator(sheet(n), ClothParams(), device=device, precision=precision)
+    rollout = sim.rollout(frames, [frames], keep_states=False)
+    times = []
+    for _ in range(3):
+        wp.synchronize_device(sim.device)
+        t = time.perf_counter()
+        rollout = sim.rollout(frames, [frames], keep_states=False)
+        wp.synchronize_device(sim.device)
+        times.append(time.perf_counter() - t)
+    counts = np.asarray(rollout.cg_iterations)
+    return {
+        "n": n,
+        "vertices": n * n,
+        "ms_per_frame": 1000.0 * statistics.median(times) / frames,
+        "mean_cg_iterations": float(counts.mean()),
+    }
+
+
+def fit_problem(n: int, frames: int, device: str, precision: str) -> FitProblem:
+    mesh = sheet(n)
+    truth = ClothParams(**TRUTH, compression_stiffness=TRUTH["tension_stiffness"])
+    target_frames = [frames // 3, 2 * frames // 3, frames]
+    sim = ClothSimulator(mesh, truth, device=device, precision=precision)
+    positions = sim.simulate(frames, target_frames)
+    targets = [Target(f, positions[k]) for k, f in enumerate(target_frames)]
+    return FitProblem(mesh, ClothParams(), targets, fit=FITTED, ties=dict(TIES))
+
+
+def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | None) -> dict:
+    problem = fit_problem(n, frames, device, precision)
+    settings = FitSettings(device=device, precision=precision, time_budget_s=budget)
+    fit(fit_problem(min(n, 8), 6, device, precision), FitSettings(device=device, precision=precision))
+    t = time.perf_counter()
+    result = fit(problem, settings)
+    wall = time.perf_counter() - t
+    errors = {name: result.params[name] / TRUTH[name] - 1.0 for name in FITTED}
+    return {
+        "n": n,
+        "vertices": n * n,
+        "frames": frames,
+        "device": device,
+        "wall_s": wall,
+        "outcome": result.outcome,
+        "rmse_m": result.rmse_m,
+        "stop_reason": result.stop_reason,
+        "global_search": result.search,
+        "simulations": result.n_forward,
+        "fit_seconds": result.seconds,
+        "iterations": result.iterations,
+        "max_parameter_error": max(abs(e) for e in errors.values()),
+        "parameter_errors": errors,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--forward-sizes", default="32,64,128,256")
+    ap.add_argument("--fit-sizes", default="32,256")
+    ap.add_argument("--fit-devices", default="cuda:0,cpu")
+    ap.add_argument("--fit-frames", type=int, default=60)
+    ap.add_argument("--precision", default="float32")
+    ap.add_argument("--time-budget", type=float, default=600.0)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows: dict[str, list] = {"forward": [], "fits": []}
+
+    def dump() -> None:
+        if args.out:
+            Path(args.out).write_text(json.dumps({"precision": args.precision, **rows}, indent=1))
+
+    for n in [int(s) for s in args.forward_sizes.split(",") if s]:
+        row = forward_ms_per_frame(n, "cuda:0", args.precision)
+        rows["forward"].append(row)
+        print(json.dumps(row), flush=True)
+        dump()
+    for n in [int(s) for s in args.fit_sizes.split(",") if s]:
+        for device in args.fit_devices.split(","):
+            if device == "cpu" and n > 64:
+                continue  # minutes per simulation there
+            row = timed_fit(n, args.fit_frames, device, args.precision, args.time_budget)
+            rows["fits"].append(row)
+            print(json.dumps(row), flush=True)
+            dump()
+
+
+if __name__ == "__main__":
+    main()
