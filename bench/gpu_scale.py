@@ -96,6 +96,7 @@ def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | 
         "device": device,
         "wall_s": wall,
         "outcome": result.outcome,
+        "outcome_reason": result.outcome_reason,
         "rmse_m": result.rmse_m,
         "stop_reason": result.stop_reason,
         "global_search": result.search,

@@ -184,8 +184,8 @@ SOLVER_AND_ADJOINT = [
         "cg_tolerance",
         "forward CG stops at a 10x looser residual",
         STEP,
-        "tol = a.dtype(CG_TOLERANCE)",
-        "tol = a.dtype(CG_TOLERANCE * 10.0)",
+        "tolerance: float = CG_TOLERANCE  # r.r",
+        "tolerance: float = CG_TOLERANCE * 10.0  # r.r",
         FORWARD,
     ),
     # The captured-graph path runs every CG iteration and masks those past convergence, so
@@ -293,14 +293,14 @@ CLI = [
     _cli_flag(
         "--device",
         CLI_RUN,
-        "request = request_for(ob, args, chosen, targets, device, start_values)",
-        "request = request_for(ob, args, chosen, targets, None, start_values)",
+        "request = request_for(ob, args, chosen, targets, device, start_values, tracks)",
+        "request = request_for(ob, args, chosen, targets, None, start_values, tracks)",
     ),
     _cli_flag(
         "--preset",
         CLI_RUN,
-        "request = request_for(ob, args, chosen, targets, device, start_values)",
-        "request = request_for(ob, args, chosen, targets, device, None)",
+        "request = request_for(ob, args, chosen, targets, device, start_values, tracks)",
+        "request = request_for(ob, args, chosen, targets, device, None, tracks)",
         "the object's start values",
     ),
 ]
