@@ -243,20 +243,20 @@ def test_backward_graphs_kept_between_passes_follow_a_settings_change(problem, k
 
 @pytest.mark.parametrize("kind", ["exact", "stable"])
 def test_each_dot_product_order_gives_the_same_rollout_and_gradients(problem, kind: str) -> None:
-    """The CG's dot products run in the block order (CUDA's tiles, repeated on the CPU), in
-    chunks (meshes past 2M vertices), or as Warp tiles on the CPU (the CUDA kernels' code, in
-    the CPU's tile order): rollout and gradients agree up to rounding, with the same CG
-    iteration counts, and each repeats itself bit for bit with and without graphs."""
+    """The CG's dot products run in Blender's order (small meshes like this one), in the
+    block order (CUDA's tiles, repeated on the CPU), or as Warp tiles on the CPU (the CUDA
+    kernels' code, in the CPU's tile order): rollout and gradients agree up to rounding, with
+    the same CG iteration counts, and each repeats itself bit for bit with and without graphs."""
     sim, x0, v0, target, _ = problem
-    assert sim.solver.dot_mode == "blocks"
-    _, counts, blocks = _gradients_of(kind, sim, x0, v0, target)
-    for mode in ("chunks", "tiles"):
+    assert sim.solver.dot_mode == "chunks"
+    _, counts, chunks = _gradients_of(kind, sim, x0, v0, target)
+    for mode in ("blocks", "tiles"):
         other = ClothSimulator(sim.mesh, sim.settings, precision="float64")
         other.solver.dot_mode = mode  # before any buffers exist
         _, other_counts, got = _gradients_of(kind, other, x0, v0, target)
         np.testing.assert_array_equal(other_counts, counts)
         other.graphs_enabled = False
         again = _gradients_of(kind, other, x0, v0, target)[2]
-        for a, b, c in zip(got, blocks, again, strict=True):
+        for a, b, c in zip(got, chunks, again, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12 * np.abs(b).max())
             np.testing.assert_array_equal(a, c)

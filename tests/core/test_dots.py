@@ -7,10 +7,12 @@ import pytest
 import warp as wp
 
 from warp_core.models.blender_cloth.dots import (
+    DOT_CHUNK,
     DOT_TILE,
     DOT_TILE_ROW,
     DOT_TILE_THREADS,
     WARP_LANES,
+    block_order,
     dot_columns,
     dot_kernels,
     launch_dot,
@@ -74,7 +76,19 @@ def test_dot_products_sum_in_the_block_order(n: int, precision: str) -> None:
         np.testing.assert_array_equal(a.grad.numpy(), b_np)
         np.testing.assert_array_equal(b.grad.numpy(), a_np)
     assert results["blocks"] == expected  # bit for bit: CUDA's tiles add in this order
+    if n <= DOT_CHUNK:
+        in_turn = terms[0]  # Blender's dot_lfvector: 0 + t0 + t1 + ... (one chunk here)
+        for t in terms[1:]:
+            in_turn = in_turn + t
+        assert results["chunks"] == in_turn
     exact = float(np.sum(terms.astype(np.float64)))
     rtol = 1e-5 if precision == "float32" else 1e-12
     for mode, value in results.items():
         assert abs(float(value) - exact) <= rtol * np.abs(terms).sum(), mode
+
+
+def test_small_meshes_keep_blenders_order_and_large_ones_take_blocks() -> None:
+    assert not block_order(DOT_CHUNK)
+    assert block_order(DOT_CHUNK + 1)
+    assert block_order(DOT_TILE * DOT_TILE_ROW)
+    assert not block_order(DOT_TILE * DOT_TILE_ROW + 1)  # past the second stage's tile: chunks
