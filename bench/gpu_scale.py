@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
+from cg_blocks import sheet, timed  # noqa: E402
+
+from warp_core import ClothParams, ClothSimulator  # noqa: E402
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
@@ -45,28 +45,13 @@ FITTED = list(TRUTH)
 TIES = {"compression_stiffness": "tension_stiffness"}
 
 
-def sheet(n: int):
-    mesh = grid_mesh(n, n, 1.0, 1.0)
-    y = mesh.vertices[:, 1]
-    mesh.pin_weights = (y >= y.max() - 1e-9).astype(float)
-    return mesh
-
-
 def forward_ms_per_frame(n: int, device: str, precision: str, frames: int = 30) -> dict:
     sim = ClothSimulator(sheet(n), ClothParams(), device=device, precision=precision)
-    rollout = sim.rollout(frames, [frames], keep_states=False)
-    times = []
-    for _ in range(3):
-        wp.synchronize_device(sim.device)
-        t = time.perf_counter()
-        rollout = sim.rollout(frames, [frames], keep_states=False)
-        wp.synchronize_device(sim.device)
-        times.append(time.perf_counter() - t)
-    counts = np.asarray(rollout.cg_iterations)
+    seconds_per_frame, _, counts = timed(sim, frames)
     return {
         "n": n,
         "vertices": n * n,
-        "ms_per_frame": 1000.0 * statistics.median(times) / frames,
+        "ms_per_frame": 1000.0 * seconds_per_frame,
         "mean_cg_iterations": float(counts.mean()),
     }
 
