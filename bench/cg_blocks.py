@@ -20,7 +20,7 @@ import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import warp_core.models.blender_cloth.step as step  # noqa: E402
+import warp_core.models.blender_cloth.cg as step  # noqa: E402 (where the CG loop reads its block bounds)
 from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 FORCES = "warp_core/models/blender_cloth/force_kernels.py"
 SOLVER = "warp_core/models/blender_cloth/solver_kernels.py"
 STEP = "warp_core/models/blender_cloth/step.py"
+CG = "warp_core/models/blender_cloth/cg.py"
 ADJOINT = "warp_core/models/blender_cloth/adjoint.py"
 TOPOLOGY = "warp_core/models/blender_cloth/topology.py"
 OBJECTIVE = "warp_core/fit/objective.py"
@@ -183,7 +184,7 @@ SOLVER_AND_ADJOINT = [
     Mutation(
         "cg_tolerance",
         "forward CG stops at a 10x looser residual",
-        STEP,
+        CG,
         "tolerance: float = CG_TOLERANCE  # r.r",
         "tolerance: float = CG_TOLERANCE * 10.0  # r.r",
         FORWARD,

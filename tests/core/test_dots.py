@@ -68,8 +68,9 @@ def test_dot_products_sum_in_the_block_order(n: int, precision: str) -> None:
         partials = wp.zeros((3, dot_columns(n, mode != "chunks")), dtype=dtype, requires_grad=True)
         out = wp.zeros(3, dtype=dtype, requires_grad=True)
         tape = wp.Tape()
+        row_base = wp.array([1], dtype=wp.int32)  # the row's device part, as in a captured loop
         with tape:
-            launch_dot(kernels, a, b, 1, partials, out, mode)
+            launch_dot(kernels, a, b, (0, row_base), partials, out, mode)
         results[mode] = out.numpy()[1]
         tape.backward(grads={out: wp.array(np.array([0.0, 1.0, 0.0], dtype=np_float), dtype=dtype)})
         # d (a . b) / da = b exactly: every path to an element multiplies by 1

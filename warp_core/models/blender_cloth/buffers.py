@@ -59,6 +59,9 @@ class SubstepBuffers:
         )
         self.active = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=wp.int32, device=device)
         self.frozen = wp.full(1, -1, dtype=wp.int32, device=device)  # CG iteration count, or -1
+        # a captured CG loop's first iteration index this turn (even) and whether it goes on
+        self.loop_base = wp.zeros(1, dtype=wp.int32, device=device)
+        self.loop_more = wp.zeros(1, dtype=wp.int32, device=device)
         self.dv = [vec() for _ in range(cg_sets + 1)]
         self.residual = [vec() for _ in range(cg_sets + 1)]
         self.direction = [vec() for _ in range(cg_sets + 1)]

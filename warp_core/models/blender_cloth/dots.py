@@ -51,22 +51,27 @@ def dot_kernels(dtype) -> SimpleNamespace:
     vec3 = force_kernels(dtype).vec3
     vec_array = wp.array(dtype=vec3)
     row_array = wp.array2d(dtype=dtype)
+    int_array = wp.array(dtype=wp.int32)
 
     @wp.func
     def dot3(a: vec3, b: vec3):
         return wp.dot(a, b)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_tile_partials(a: vec_array, b: vec_array, row: wp.int32, partials: row_array):
+    def dot_tile_partials(
+        a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array
+    ):
         # one block per DOT_TILE vertices (loads past the end give 0)
         block = wp.tid()
+        row = row + row_base[0]
         tile_a = wp.tile_load(a, shape=DOT_TILE, offset=block * DOT_TILE)
         tile_b = wp.tile_load(b, shape=DOT_TILE, offset=block * DOT_TILE)
         wp.tile_store(partials[row], wp.tile_sum(wp.tile_map(dot3, tile_a, tile_b)), offset=block)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_tile_total(partials: row_array, row: wp.int32, out: wp.array(dtype=dtype)):
+    def dot_tile_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
         # one block adds the row's block sums
+        row = row + row_base[0]
         wp.tile_store(out, wp.tile_sum(wp.tile_load(partials[row], shape=DOT_TILE_ROW)), offset=row)
 
     @wp.func
@@ -105,19 +110,24 @@ def dot_kernels(dtype) -> SimpleNamespace:
     partial_block = _block_sum(partial_lane, row_array, row_array, dtype)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_block_partials(a: vec_array, b: vec_array, row: wp.int32, partials: row_array):
+    def dot_block_partials(
+        a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array
+    ):
         # dot_tile_partials' additions, one thread per block
         block = wp.tid()
+        row = row + row_base[0]
         partials[row, block] = vertex_block(a, b, row, block * DOT_TILE, a.shape[0])
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_block_total(partials: row_array, row: wp.int32, out: wp.array(dtype=dtype)):
+    def dot_block_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
+        row = row + row_base[0]
         out[row] = partial_block(partials, partials, row, 0, partials.shape[1])
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_partials(a: vec_array, b: vec_array, row: wp.int32, partials: row_array):
+    def dot_partials(a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array):
         # chunks: each thread sums one contiguous chunk in turn
         chunk = wp.tid()
+        row = row + row_base[0]
         begin = chunk * DOT_CHUNK
         end = wp.min(begin + DOT_CHUNK, a.shape[0])
         acc = dtype(0.0)
@@ -126,7 +136,8 @@ def dot_kernels(dtype) -> SimpleNamespace:
         partials[row, chunk] = acc
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_total(partials: row_array, row: wp.int32, out: wp.array(dtype=dtype)):
+    def dot_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
+        row = row + row_base[0]
         acc = dtype(0.0)
         for c in range(partials.shape[1]):
             acc = acc + partials[row, c]
@@ -181,22 +192,30 @@ def _block_sum(lane_value, x_type, y_type, dtype):
 
 
 def launch_dot(
-    kernels, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array, mode: str
+    kernels,
+    a: wp.array,
+    b: wp.array,
+    rows: tuple[int, wp.array],
+    partials: wp.array,
+    out: wp.array,
+    mode: str,
 ) -> None:
-    """out[row] = a . b through ``partials[row]``; ``kernels`` is ``dot_kernels(dtype)`` and
-    ``mode`` "tiles" (the block order on CUDA), "blocks" (the same additions, one thread per
-    block) or "chunks"."""
+    """out[row] = a . b through ``partials[row]``, row = ``rows[0]`` + ``rows[1][0]`` (a
+    device value, so one captured loop body serves every iteration); ``kernels`` is
+    ``dot_kernels(dtype)`` and ``mode`` "tiles" (the block order on CUDA), "blocks" (the
+    same additions, one thread per block) or "chunks"."""
     device = a.device
     columns = partials.shape[1]
+    row, row_base = rows
     if mode == "tiles":
         launch = {"block_dim": DOT_TILE_THREADS, "device": device}
         stage_1, stage_2 = kernels.dot_tile_partials, kernels.dot_tile_total
-        wp.launch_tiled(stage_1, dim=columns, inputs=[a, b, row], outputs=[partials], **launch)
-        wp.launch_tiled(stage_2, dim=1, inputs=[partials, row], outputs=[out], **launch)
+        wp.launch_tiled(stage_1, dim=columns, inputs=[a, b, row, row_base], outputs=[partials], **launch)
+        wp.launch_tiled(stage_2, dim=1, inputs=[partials, row, row_base], outputs=[out], **launch)
         return
     if mode == "blocks":
         stage_1, stage_2 = kernels.dot_block_partials, kernels.dot_block_total
     else:
         stage_1, stage_2 = kernels.dot_partials, kernels.dot_total
-    wp.launch(stage_1, dim=columns, device=device, inputs=[a, b, row], outputs=[partials])
-    wp.launch(stage_2, dim=1, device=device, inputs=[partials, row], outputs=[out])
+    wp.launch(stage_1, dim=columns, device=device, inputs=[a, b, row, row_base], outputs=[partials])
+    wp.launch(stage_2, dim=1, device=device, inputs=[partials, row, row_base], outputs=[out])

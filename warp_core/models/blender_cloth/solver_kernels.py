@@ -172,10 +172,12 @@ def solver_kernels(dtype) -> SimpleNamespace:
         delta: wp.array(dtype=dtype),
         active: wp.array(dtype=wp.int32),
         k: wp.int32,
+        k_base: wp.array(dtype=wp.int32),
         dv_next: wp.array(dtype=vec3),
         residual_next: wp.array(dtype=vec3),
     ):
         i = wp.tid()
+        k = k + k_base[0]
         alpha = dtype(0.0)
         if active[k] != 0:
             alpha = delta[k] / curvature[k]
@@ -189,6 +191,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         delta: wp.array(dtype=dtype),
         pinned: wp.array(dtype=wp.int32),
         k: wp.int32,
+        k_base: wp.array(dtype=wp.int32),
         frozen: wp.array(dtype=wp.int32),
         max_iterations: wp.int32,
         tolerance: dtype,
@@ -196,6 +199,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         direction_next: wp.array(dtype=vec3),
     ):
         i = wp.tid()
+        k = k + k_base[0]
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
         frozen_count = frozen[0]
         if active[k] != 0:
@@ -240,6 +244,29 @@ def solver_kernels(dtype) -> SimpleNamespace:
         v_out[i] = v_new
 
     @wp.kernel(module="unique", module_options=NO_FMA)
+    def cg_loop_start(
+        active: wp.array(dtype=wp.int32), k_base: wp.array(dtype=wp.int32), more: wp.array(dtype=wp.int32)
+    ):
+        # a captured CG loop: iterations 0 and 1 first, while the CG is active
+        k_base[0] = 0
+        more[0] = active[0]
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def cg_loop_next(
+        active: wp.array(dtype=wp.int32),
+        max_iterations: wp.int32,
+        k_base: wp.array(dtype=wp.int32),
+        more: wp.array(dtype=wp.int32),
+    ):
+        # the next two iterations, if the CG is still active there
+        k = k_base[0] + 2
+        k_base[0] = k
+        go = int(0)  # noqa: UP018 (a dynamic Warp variable)
+        if k < max_iterations:
+            go = active[k]
+        more[0] = go
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
     def count_iterations(
         active: wp.array(dtype=wp.int32), substep: wp.int32, counts: wp.array(dtype=wp.int32)
     ):
@@ -260,4 +287,6 @@ def solver_kernels(dtype) -> SimpleNamespace:
         cg_direction=cg_direction,
         finish_substep=finish_substep,
         count_iterations=count_iterations,
+        cg_loop_start=cg_loop_start,
+        cg_loop_next=cg_loop_next,
     )

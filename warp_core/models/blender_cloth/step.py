@@ -12,12 +12,12 @@ import warp as wp
 
 from .arrays import ClothArrays
 from .buffers import SubstepBuffers
+from .cg import CG_UNTIL_CONVERGED, CGControl, ConjugateGradients
 from .collision import CollisionInputs, CollisionStage
-from .dots import block_order, dot_columns, dot_kernels, launch_dot
 from .fields import launch_fields
 from .params import ClothParams
 from .pressure import launch_pressure
-from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS, CG_TOLERANCE, SubstepSchedule, conditional_nodes
+from .schedule import SubstepSchedule
 from .solver_kernels import solver_kernels
 from .state import ClothState
 
@@ -41,34 +41,6 @@ class SubstepInputs:
         return cls(goal_old, goal_new, k == 0, goal_time, pin_time, schedule.h)
 
 
-@dataclass(frozen=True)
-class CGControl:
-    """How the CG loop decides when to stop.
-
-    ``frozen_count >= 0``: run exactly that many iterations, with no host checks.
-    ``frozen_count <= -2``: run ``-2 - frozen_count`` iterations, and more only while the
-    residual is still 10 times above Blender's tolerance. Otherwise (-1) stop on Blender's
-    criterion, reading the device's convergence flag every ``check_every`` iterations.
-    ``in_graph``: no host checks, the count taken from ``SubstepBuffers.frozen`` as the
-    caller set it, so the launches can be captured once into a graph: the iterations run
-    in blocks (``CG_BLOCK_BOUNDS``), each only while the CG is still active (iterations
-    past convergence within a block are masked no-ops); with per-iteration buffers (a
-    backward pass follows) ``graph_iterations`` run, masked past the count.
-    """
-
-    frozen_count: int = -1
-    check_every: int = 1
-    in_graph: bool = False
-    # in a graph without conditional blocks: how many iterations it launches (masked past
-    # ``SubstepBuffers.frozen``); a backward pass captures one graph per needed length
-    graph_iterations: int = CG_MAX_ITERATIONS
-    tolerance: float = CG_TOLERANCE  # r.r <= tolerance |S b|^2 ends the CG (-1 and -2 - n)
-
-
-CG_UNTIL_CONVERGED = CGControl()
-# Blender's stopping test, checked after every iteration
-
-
 class SubstepSolver:
     """Launches substeps of one mesh's cloth (``arrays``) on its device."""
 
@@ -76,17 +48,21 @@ class SubstepSolver:
         self.arrays = arrays
         self.kernels = solver_kernels(arrays.dtype)
         self.collisions: CollisionStage | None = None  # object collisions, when the cloth has colliders
-        self.dot_kernels = dot_kernels(arrays.dtype)
-        # how the CG's dot products run (``dots.launch_dot``): the block order, as tiles on
-        # CUDA; set before any buffers are made
-        self.dot_mode = "chunks"
-        if block_order(arrays.vertex_count):
-            self.dot_mode = "tiles" if wp.get_device(arrays.device).is_cuda else "blocks"
+        self.cg = ConjugateGradients(arrays)
+
+    @property
+    def dot_mode(self) -> str:
+        """How the CG's dot products run (``dots.launch_dot``); set before any buffers exist."""
+        return self.cg.dot_mode
+
+    @dot_mode.setter
+    def dot_mode(self, mode: str) -> None:
+        self.cg.dot_mode = mode
 
     @property
     def dot_columns(self) -> int:
         """Partial sums per dot product (the width of a partials array)."""
-        return dot_columns(self.arrays.vertex_count, self.dot_mode != "chunks")
+        return self.cg.dot_columns
 
     def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
         a = self.arrays
@@ -95,7 +71,7 @@ class SubstepSolver:
 
     def load_modules(self) -> None:
         """Compile/load every kernel module now: a graph capture must not load any."""
-        namespaces = [self.kernels, self.kernels.forces, self.dot_kernels]
+        namespaces = [self.kernels, self.kernels.forces, self.cg.dot_kernels]
         if self.collisions is not None:
             namespaces.append(self.collisions.kernels)
         for namespace in namespaces:
@@ -262,119 +238,10 @@ class SubstepSolver:
         )
 
     def _solve(self, buf: SubstepBuffers, cg: CGControl) -> int:
-        """Blender's filtered CG on the assembled system; returns the iteration launches."""
-        a = self.arrays
-        k_ = self.kernels
-        d = a.device
-        n = a.vertex_count
-        buf.active.zero_()
-        wp.launch(
-            k_.cg_init,
-            dim=n,
-            device=d,
-            inputs=[buf.rhs, a.pinned],
-            outputs=[buf.residual[0], buf.direction[0], buf.dv[0]],
-        )
-        self._dot(buf.residual[0], buf.residual[0], 0, buf.delta_partials, buf.delta)
-        if not cg.in_graph:
-            buf.frozen.fill_(cg.frozen_count)
-        wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
-        frozen_count = cg.frozen_count
-        if cg.in_graph and buf.ping_pong and conditional_nodes(d):
-            # captured: blocks of iterations, each entered only while the CG is active
-            self._graph_blocks(buf, 0, cg.tolerance)
-            return CG_BLOCK_BOUNDS[-1]
-        iterations = frozen_count if frozen_count >= 0 and not cg.in_graph else cg.graph_iterations
-        launched = 0
-        for k in range(iterations):
-            self._iteration(buf, k, cg.tolerance)
-            launched = k + 1
-            if (
-                frozen_count < 0
-                and not cg.in_graph
-                and launched % cg.check_every == 0
-                and not int(buf.active.numpy()[launched])
-            ):
-                break
-        return launched
-
-    def _graph_blocks(self, buf: SubstepBuffers, block: int, tolerance: float = CG_TOLERANCE) -> None:
-        """Iterations ``CG_BLOCK_BOUNDS[block]`` up to the next bound, then the next block
-        inside a conditional node that runs only if the CG is still active there. Past
-        convergence an iteration changes nothing (it is masked), so skipping it is exact;
-        the bounds are even, so the ping-pong buffers end where 100 iterations would."""
-        lo, hi = CG_BLOCK_BOUNDS[block], CG_BLOCK_BOUNDS[block + 1]
-        for k in range(lo, hi):
-            self._iteration(buf, k, tolerance)
-        if block + 2 < len(CG_BLOCK_BOUNDS):
-            wp.capture_if(
-                buf.active[hi : hi + 1], on_true=lambda: self._graph_blocks(buf, block + 1, tolerance)
-            )
+        return self.cg.solve(buf, cg)
 
     def _dot(self, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array) -> None:
-        """out[row] = a . b in a fixed order (``dots.py``)."""
-        launch_dot(self.dot_kernels, a, b, row, partials, out, self.dot_mode)
-
-    def _iteration(self, buf: SubstepBuffers, k: int, tolerance: float = CG_TOLERANCE) -> None:
-        """CG iteration ``k`` (masked when the CG is no longer active)."""
-        a = self.arrays
-        k_ = self.kernels
-        d = a.device
-        n = a.vertex_count
-        ping_pong = buf.ping_pong
-        tol = a.dtype(tolerance)
-        i = k % 2 if ping_pong else k
-        j = (k + 1) % 2 if ping_pong else k + 1
-        wp.launch(
-            k_.matvec,
-            dim=n,
-            device=d,
-            inputs=[
-                buf.system_diag,
-                buf.system_offdiag,
-                a.vertex_spring_offsets,
-                a.vertex_spring_ids,
-                a.vertex_spring_other,
-                buf.direction[i],
-                a.pinned,
-            ],
-            outputs=[buf.product[i]],
-        )
-        self._dot(buf.direction[i], buf.product[i], k, buf.curvature_partials, buf.curvature)
-        wp.launch(
-            k_.cg_update,
-            dim=n,
-            device=d,
-            inputs=[
-                buf.dv[i],
-                buf.residual[i],
-                buf.direction[i],
-                buf.product[i],
-                buf.curvature,
-                buf.delta,
-                buf.active,
-                k,
-            ],
-            outputs=[buf.dv[j], buf.residual[j]],
-        )
-        self._dot(buf.residual[j], buf.residual[j], k + 1, buf.delta_partials, buf.delta)
-        wp.launch(
-            k_.cg_direction,
-            dim=n,
-            device=d,
-            inputs=[
-                buf.residual[j],
-                buf.direction[i],
-                buf.delta,
-                a.pinned,
-                k,
-                buf.frozen,
-                CG_MAX_ITERATIONS,
-                tol,
-                buf.active,
-            ],
-            outputs=[buf.direction[j]],
-        )
+        self.cg.dot(a, b, row, partials, out)
 
     def _finish(self, start: ClothState, dv: wp.array, inputs: SubstepInputs, out: ClothState) -> None:
         """v += dv, x += h v; pinned vertices follow their goal."""
