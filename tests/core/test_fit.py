@@ -298,3 +298,24 @@ def test_jacobian_rollouts_side_by_side_equal_one_after_another(monkeypatch) -> 
     for a, b in zip(columns[1], columns[2], strict=True):
         assert np.array_equal(a, b)
         assert np.abs(a).max() > 0.0
+
+
+def test_global_phase_start_points_side_by_side_equal_one_after_another(monkeypatch) -> None:
+    """The global phase simulates its start points two at a time on the CPU: the fit ends on
+    the same values, RMSE, loss history and simulation count as one point after another."""
+    from warp_core.fit import tangents
+
+    truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0, air_damping=3.0)
+    p = synthetic_problem(clamped_sheet(8), truth, ["tension_stiffness", "bending_stiffness"], [6, 12])
+    p.params = p.params.replace(air_damping=1.0)  # wrong and not fitted: no values match
+    runs = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(tangents, "cpu_workers", lambda *_args, w=workers: w)
+        result = fit(p, FitSettings())
+        runs[workers] = result
+        assert result.search["global_phase"]
+        assert result.search["candidates"] == 2 * FitSettings().global_points_per_parameter
+    one, two = runs[1], runs[2]
+    assert one.params == two.params and one.rmse_m == two.rmse_m
+    assert one.loss_history == two.loss_history and one.n_forward == two.n_forward
+    assert one.outcome == two.outcome == "misfit"

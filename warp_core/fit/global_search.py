@@ -129,7 +129,7 @@ def search(
         out.global_phase = True
         if best.state is not None:
             run_state.refined.append(best.state.z)
-        ranked = _ranked(spec, design, run_state.refined, evaluate, tracker, out)
+        ranked = _ranked(problem, spec, design, run_state.refined, evaluate, tracker, out)
         # after a slow run only starts already better than where it got are worth its budget
         run_state.refine(ranked, only_better=not best.stationary)
     while out.result.stop_reason == "slow" and out.result.state is not None:
@@ -208,6 +208,7 @@ def _start_vector(spec: ParameterSpec, start: dict[str, float]) -> np.ndarray:
 
 
 def _ranked(
+    problem: LeastSquaresProblem,
     spec: ParameterSpec,
     design: list[np.ndarray],
     tried: list[np.ndarray],
@@ -215,17 +216,27 @@ def _ranked(
     tracker: Tracker,
     out: SearchResult,
 ) -> list[tuple[float, np.ndarray, np.ndarray]]:
-    """The design points that simulate, best first (one simulation each; points next to
-    an already tried one are skipped)."""
+    """The design points that simulate, best first (one simulation each, as many at once as
+    the problem runs side by side; points next to an already tried one are skipped)."""
     ranked = []
-    for z_c in design:
+    fresh = [z_c for z_c in design if not any(np.max(np.abs(z_c - p)) < 1e-9 for p in tried)]
+    width = problem.side_by_side() if hasattr(problem, "residuals_of") else 1
+    for start in range(0, len(fresh), width):
         if tracker.interrupted():
             break
-        if any(np.max(np.abs(z_c - p)) < 1e-9 for p in tried):
-            continue
-        r_c = evaluate(spec.from_free(z_c))
-        out.candidates += 1
-        if r_c is not None:
-            ranked.append((0.5 * float(r_c @ r_c), z_c, r_c))
+        batch = fresh[start : start + width]
+        points = [spec.from_free(z_c) for z_c in batch]
+        if width > 1:
+            # simulated side by side on the CPU's cores, the same numbers as one by one
+            tracker.counter.residuals += len(points)
+            found = problem.residuals_of(points)
+        else:
+            found = [evaluate(v) for v in points]
+        out.candidates += len(batch)
+        ranked += [
+            (0.5 * float(r_c @ r_c), z_c, r_c)
+            for z_c, r_c in zip(batch, found, strict=True)
+            if r_c is not None
+        ]
     ranked.sort(key=lambda item: item[0])
     return ranked

@@ -28,7 +28,7 @@ from ..tracks.loss import Reprojection
 from .optimize import format_values
 from .problem import FitError, FitProblem, FitSettings
 from .spec import ParameterSpec
-from .tangents import RolloutPool, log_tangents
+from .tangents import RolloutPool, log_tangents, residuals_side_by_side, side_by_side_width
 
 __all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "TANGENT_STEPS", "FitObjective"]
 
@@ -155,6 +155,19 @@ class FitObjective:
     def residuals(self, values: dict[str, float]) -> np.ndarray:
         x, _ = self.positions(values)
         return self._residuals_at(x)
+
+    def residuals_of(self, points: list[dict[str, float]]) -> list[np.ndarray | None]:
+        """Residuals at several points, their rollouts side by side (None: refused or diverged)."""
+        return residuals_side_by_side(self, points)
+
+    def side_by_side(self) -> int:
+        """How many points ``residuals_of`` simulates at once."""
+        return side_by_side_width(self)
+
+    def restore_params(self) -> None:
+        """The simulator back at the cached point's values (other rollouts moved it)."""
+        if self._cache is not None:
+            self.sim.set_params(dict(self._cache[0]))
 
     def _residuals_at(self, x: np.ndarray) -> np.ndarray:
         if self.kind == "tracks":

@@ -1,6 +1,7 @@
 """Forward tangents of a fit: central differences of rollouts with the base point's
 discrete choices repeated (see ``objective``), the rollouts of one Jacobian run side by
-side on the CPU's cores.
+side on the CPU's cores; the global phase's start points run side by side the same way
+(``residuals_side_by_side``).
 
 Warp's CPU kernels run without Python's lock, so two simulators of the same problem, each
 with its own buffers and captured graphs, simulate at once: on a 2-core machine two
@@ -67,6 +68,50 @@ class RolloutPool:
                 for k, future in zip(batch, futures, strict=True):
                     results[k] = future.result()
         return results  # type: ignore[return-value]
+
+
+def residuals_side_by_side(
+    objective: FitObjective, points: list[dict[str, float]]
+) -> list[np.ndarray | None]:
+    """The residuals at each point (None where it is refused or diverges), the rollouts run
+    side by side on the CPU's cores: the same numbers as one after another, bit for bit."""
+    from .optimize import EVALUATION_ERRORS  # the optimizers import the objective
+
+    def job(v: dict[str, float]) -> Callable[[Any], np.ndarray | None]:
+        def run(sim: Any) -> np.ndarray | None:
+            try:
+                objective._check_bounds(v)
+                sim.set_params(v)
+                return sim.rollout(
+                    objective.problem.frame_end, objective.frames, objective.problem.goals
+                ).numpy()
+            except EVALUATION_ERRORS:
+                return None
+
+        return run
+
+    workers = cpu_workers(objective.sim.device, objective.problem.model, len(points))
+    found = objective.rollout_pool.run(objective.sim, [job(v) for v in points], workers)
+    objective.n_forward += len(points)
+    objective.restore_params()
+    out: list[np.ndarray | None] = []
+    for v, x in zip(points, found, strict=True):
+        r = None
+        if x is not None:
+            try:
+                objective._check_diverged(x, v)
+                r = np.asarray(objective._residuals_at(x), dtype=np.float64).ravel()
+            except EVALUATION_ERRORS:
+                r = None
+        out.append(r if r is not None and np.all(np.isfinite(r)) else None)
+    return out
+
+
+def side_by_side_width(objective: FitObjective) -> int:
+    """How many points ``residuals_side_by_side`` runs at once (1: one after another)."""
+    if objective.kind != "vertex":
+        return 1  # surface and track residuals keep per-point state
+    return cpu_workers(objective.sim.device, objective.problem.model, MAX_WORKERS)
 
 
 def log_tangents(
