@@ -34,6 +34,7 @@ from .optimize import (
     ProgressCallback,
     RunState,
     eval_residuals,
+    eval_residuals_many,
     start_point,
 )
 from .run import Tracker
@@ -129,7 +130,7 @@ def search(
         out.global_phase = True
         if best.state is not None:
             run_state.refined.append(best.state.z)
-        ranked = _ranked(problem, spec, design, run_state.refined, evaluate, tracker, out)
+        ranked = _ranked(problem, spec, design, run_state.refined, tracker, out)
         # after a slow run only starts already better than where it got are worth its budget
         run_state.refine(ranked, only_better=not best.stationary)
     while out.result.stop_reason == "slow" and out.result.state is not None:
@@ -212,7 +213,6 @@ def _ranked(
     spec: ParameterSpec,
     design: list[np.ndarray],
     tried: list[np.ndarray],
-    evaluate: Any,
     tracker: Tracker,
     out: SearchResult,
 ) -> list[tuple[float, np.ndarray, np.ndarray]]:
@@ -220,18 +220,12 @@ def _ranked(
     the problem runs side by side; points next to an already tried one are skipped)."""
     ranked = []
     fresh = [z_c for z_c in design if not any(np.max(np.abs(z_c - p)) < 1e-9 for p in tried)]
-    width = problem.side_by_side() if hasattr(problem, "residuals_of") else 1
+    width = problem.side_by_side() if hasattr(problem, "side_by_side") else 1
     for start in range(0, len(fresh), width):
         if tracker.interrupted():
             break
         batch = fresh[start : start + width]
-        points = [spec.from_free(z_c) for z_c in batch]
-        if width > 1:
-            # simulated side by side on the CPU's cores, the same numbers as one by one
-            tracker.counter.residuals += len(points)
-            found = problem.residuals_of(points)
-        else:
-            found = [evaluate(v) for v in points]
+        found = eval_residuals_many(problem, [spec.from_free(z_c) for z_c in batch], tracker.counter)
         out.candidates += len(batch)
         ranked += [
             (0.5 * float(r_c @ r_c), z_c, r_c)

@@ -155,12 +155,25 @@ def eval_residuals(
     """Residuals as float64, or None if non-finite or the problem refused the point."""
     counter.residuals += 1
     try:
-        r = np.asarray(problem.residuals(values), dtype=np.float64).ravel()
+        return _finite(problem.residuals(values))
     except EVALUATION_ERRORS:
         return None
-    if not np.all(np.isfinite(r)):
-        return None
-    return r
+
+
+def eval_residuals_many(
+    problem: LeastSquaresProblem, points: list[dict[str, float]], counter: Counter
+) -> list[np.ndarray | None]:
+    """``eval_residuals`` at each point, simulated side by side where the problem can
+    (``residuals_of``: None for a point it refused)."""
+    if len(points) < 2 or not hasattr(problem, "residuals_of"):
+        return [eval_residuals(problem, v, counter) for v in points]
+    counter.residuals += len(points)
+    return [None if r is None else _finite(r) for r in problem.residuals_of(points)]
+
+
+def _finite(r: Any) -> np.ndarray | None:
+    r = np.asarray(r, dtype=np.float64).ravel()
+    return r if np.all(np.isfinite(r)) else None
 
 
 def eval_gradient(

@@ -74,7 +74,8 @@ def residuals_side_by_side(
     objective: FitObjective, points: list[dict[str, float]]
 ) -> list[np.ndarray | None]:
     """The residuals at each point (None where it is refused or diverges), the rollouts run
-    side by side on the CPU's cores: the same numbers as one after another, bit for bit."""
+    side by side on the CPU's cores: the same numbers as one after another, bit for bit
+    (``optimize.eval_residuals_many`` drops non-finite ones)."""
     from .optimize import EVALUATION_ERRORS  # the optimizers import the objective
 
     def job(v: dict[str, float]) -> Callable[[Any], np.ndarray | None]:
@@ -96,14 +97,13 @@ def residuals_side_by_side(
     objective.restore_params()
     out: list[np.ndarray | None] = []
     for v, x in zip(points, found, strict=True):
-        r = None
-        if x is not None:
-            try:
+        try:
+            if x is not None:
                 objective._check_diverged(x, v)
-                r = np.asarray(objective._residuals_at(x), dtype=np.float64).ravel()
-            except EVALUATION_ERRORS:
-                r = None
-        out.append(r if r is not None and np.all(np.isfinite(r)) else None)
+                x = objective._residuals_at(x)
+        except EVALUATION_ERRORS:
+            x = None
+        out.append(x)
     return out
 
 

@@ -137,7 +137,7 @@ class ImplicitSubstepReverse:
         them, then ``zero``). ``iterations``: the forward's CG iteration count here. With a
         ``graph_key`` (the substep's index in the frame; the arrays passed must be the same
         on every call with that key) the reverse is captured once and replayed, both solves
-        in the conditional CG blocks (Blender's tolerance)."""
+        in the captured CG loop or blocks (``cg.py``)."""
         if graph_key is None:
             self._reverse(settings, params, start, inputs, out, iterations, in_graph=False)
             return

@@ -27,15 +27,16 @@ class CGControl:
     criterion, reading the device's convergence flag every ``check_every`` iterations.
     ``in_graph``: no host checks, the count taken from ``SubstepBuffers.frozen`` as the
     caller set it, so the launches can be captured once into a graph: the iterations run
-    in blocks (``CG_BLOCK_BOUNDS``), each only while the CG is still active (iterations
-    past convergence within a block are masked no-ops); with per-iteration buffers (a
-    backward pass follows) ``graph_iterations`` run, masked past the count.
+    only while the CG is still active, on the CPU in a loop of two per turn, on CUDA in
+    blocks (``CG_BLOCK_BOUNDS``; iterations past convergence within a turn or block are
+    masked no-ops); with per-iteration buffers (a backward pass follows)
+    ``graph_iterations`` run, masked past the count.
     """
 
     frozen_count: int = -1
     check_every: int = 1
     in_graph: bool = False
-    # in a graph without conditional blocks: how many iterations it launches (masked past
+    # in a graph without a loop or blocks: how many iterations it launches (masked past
     # ``SubstepBuffers.frozen``); a backward pass captures one graph per needed length
     graph_iterations: int = CG_MAX_ITERATIONS
     tolerance: float = CG_TOLERANCE  # r.r <= tolerance |S b|^2 ends the CG (-1 and -2 - n)
