@@ -2,6 +2,7 @@
 
     python bench/gpu_scale.py [--forward-sizes 32,64,128,256] [--fit-sizes 32,256]
                               [--fit-devices cuda:0,cpu] [--fit-frames 60]
+                              [--batch-grid 32] [--batch-sizes 1,8,64]
                               [--precision float32] [--time-budget 600] [--out result.json]
 
 Grid n x n over 1 m, one edge pinned, quality 5. Forward: Blender's defaults, 30 frames,
@@ -14,16 +15,25 @@ With a stiffer truth (45, 1.5, 3, 15) the targets of a 32 x 32 sheet do not dete
 damping (the fit says so: twice the value moves them by < 0.1 mm).
 Each device fits once untimed first (compiles, captures), then the timed fit; the wall
 time is the timed fit's, start to result.
+
+Batches (``--batch-sizes``, a ``--batch-grid`` sheet, 30 frames): wall time per frame of
+``rollout_batch`` with B members, median of three after a warm-up, for two kinds of
+member: a Jacobian's (each of the four fitted values 1 % up or down in turn) and a global
+phase's (values spread a factor of 3 either side, log-uniform); then three members of the
+largest batch against their single rollouts (bit for bit?) and one single rollout on the
+GPU against the CPU's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -56,6 +66,64 @@ def forward_ms_per_frame(n: int, device: str, precision: str, frames: int = 30) 
     }
 
 
+def member_values(kind: str, count: int) -> list[dict[str, float]]:
+    base = ClothParams().values()
+    rng = np.random.default_rng(7)
+    out = []
+    for m in range(count):
+        if kind == "jacobian":
+            name = FITTED[(m // 2) % len(FITTED)]
+            out.append({name: base[name] * (1.01 if m % 2 == 0 else 0.99)})
+        else:
+            out.append({name: base[name] * 3.0 ** rng.uniform(-1.0, 1.0) for name in FITTED})
+    return out
+
+
+def batch_rows(n: int, sizes: list[int], precision: str, device: str, frames: int = 30) -> list[dict]:
+    sim = ClothSimulator(sheet(n), ClothParams(), device=device, precision=precision)
+    rows = []
+    for kind in ("jacobian", "spread"):
+        for members in sizes:
+            values = member_values(kind, members)
+            sim.rollout_batch(values, frames, [frames])  # warm-up: build, compile, capture
+            times = []
+            for _ in range(3):
+                wp.synchronize_device(device)
+                t = time.perf_counter()
+                batch = sim.rollout_batch(values, frames, [frames])
+                times.append(time.perf_counter() - t)
+            row = {
+                "kind": kind,
+                "n": n,
+                "members": members,
+                "ms_per_frame": 1000.0 * statistics.median(times) / frames,
+                "mean_cg_iterations": float(batch.cg_iterations.mean()),
+                "max_cg_iterations_per_substep": float(batch.cg_iterations.max(axis=0).mean()),
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    same = []
+    for m in sorted({0, members // 2, members - 1}):
+        sim.set_params(ClothParams().values())
+        sim.set_params(values[m])
+        single = sim.rollout(frames, [frames], keep_states=False)
+        same.append(
+            bool(np.array_equal(single.numpy(), batch.positions[m]))
+            and bool(np.array_equal(single.cg_iterations, batch.cg_iterations[m]))
+        )
+    cpu = ClothSimulator(sheet(n), ClothParams(), device="cpu", precision=precision)
+    sim.set_params(ClothParams().values())
+    cuda_x = sim.rollout(frames, [frames], keep_states=False).numpy()
+    cpu_x = cpu.rollout(frames, [frames], keep_states=False).numpy()
+    check = {
+        "members_equal_single_runs": same,
+        "device_minus_cpu_max": float(np.abs(cuda_x - cpu_x).max()),
+    }
+    print(json.dumps(check), flush=True)
+    rows.append(check)
+    return rows
+
+
 def fit_problem(n: int, frames: int, device: str, precision: str) -> FitProblem:
     mesh = sheet(n)
     truth = ClothParams(**TRUTH, compression_stiffness=TRUTH["tension_stiffness"])
@@ -66,9 +134,9 @@ def fit_problem(n: int, frames: int, device: str, precision: str) -> FitProblem:
     return FitProblem(mesh, ClothParams(), targets, fit=FITTED, ties=dict(TIES))
 
 
-def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | None) -> dict:
+def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | None, batch: str) -> dict:
     problem = fit_problem(n, frames, device, precision)
-    settings = FitSettings(device=device, precision=precision, time_budget_s=budget)
+    settings = FitSettings(device=device, precision=precision, time_budget_s=budget, batch_rollouts=batch)
     fit(fit_problem(min(n, 8), 6, device, precision), FitSettings(device=device, precision=precision))
     t = time.perf_counter()
     result = fit(problem, settings)
@@ -79,6 +147,7 @@ def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | 
         "vertices": n * n,
         "frames": frames,
         "device": device,
+        "batch_rollouts": batch,
         "wall_s": wall,
         "outcome": result.outcome,
         "outcome_reason": result.outcome_reason,
@@ -100,11 +169,15 @@ def main() -> None:
     ap.add_argument("--fit-sizes", default="32,256")
     ap.add_argument("--fit-devices", default="cuda:0,cpu")
     ap.add_argument("--fit-frames", type=int, default=60)
+    ap.add_argument("--batch-grid", type=int, default=32)
+    ap.add_argument("--batch-sizes", default="1,8,64")
+    ap.add_argument("--batch-device", default="cuda:0")
+    ap.add_argument("--fit-batch", default="auto", help="FitSettings.batch_rollouts of the fits")
     ap.add_argument("--precision", default="float32")
     ap.add_argument("--time-budget", type=float, default=600.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    rows: dict[str, list] = {"forward": [], "fits": []}
+    rows: dict[str, list] = {"forward": [], "batches": [], "fits": []}
 
     def dump() -> None:
         if args.out:
@@ -115,11 +188,15 @@ def main() -> None:
         rows["forward"].append(row)
         print(json.dumps(row), flush=True)
         dump()
+    sizes = [int(s) for s in args.batch_sizes.split(",") if s]
+    if sizes:
+        rows["batches"] = batch_rows(args.batch_grid, sizes, args.precision, args.batch_device)
+        dump()
     for n in [int(s) for s in args.fit_sizes.split(",") if s]:
         for device in args.fit_devices.split(","):
             if device == "cpu" and n > 64:
                 continue  # minutes per simulation there
-            row = timed_fit(n, args.fit_frames, device, args.precision, args.time_budget)
+            row = timed_fit(n, args.fit_frames, device, args.precision, args.time_budget, args.fit_batch)
             rows["fits"].append(row)
             print(json.dumps(row), flush=True)
             dump()

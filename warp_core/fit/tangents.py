@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 PARALLEL_MODELS = ("blender_cloth",)
 # at most this many simulators per fit: each holds its own buffers and graphs
 MAX_WORKERS = 8
+# a global phase's start points per batch, at most (fewer where device memory says so)
+BATCH_GLOBAL_POINTS = 64
 
 
 def cpu_workers(device: str, model: str, rollouts: int) -> int:
@@ -70,29 +72,69 @@ class RolloutPool:
         return results  # type: ignore[return-value]
 
 
+def batch_width(objective: FitObjective, rollouts: int) -> int:
+    """Members per batch for ``rollouts`` rollouts (0: no batches, as FitSettings'
+    ``batch_rollouts`` and the scene say)."""
+    mode = getattr(objective.settings, "batch_rollouts", "auto")
+    sim = objective.sim
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"batch_rollouts must be 'auto', 'on' or 'off', got {mode!r}")
+    if mode == "off" or rollouts < 2 or not hasattr(sim, "batch_width"):
+        return 0
+    if mode == "auto" and str(sim.device).startswith("cpu"):
+        return 0
+    return sim.batch_width(rollouts)
+
+
+def run_rollouts(
+    objective: FitObjective, points: list[dict[str, float]], frozen: np.ndarray | None = None
+) -> list[np.ndarray]:
+    """Positions at the target frames of a rollout at each point: in batches where
+    ``batch_width`` says so, else side by side on the CPU's cores (``RolloutPool``)."""
+    problem = objective.problem
+    width = batch_width(objective, len(points))
+    if width >= 2:
+        sim = objective.sim
+        found: list[np.ndarray] = []
+        for start in range(0, len(points), width):
+            chunk = points[start : start + width]
+            found += list(
+                sim.rollout_batch(chunk, problem.frame_end, objective.frames, problem.goals, frozen).positions
+            )
+        return found
+
+    def job(v: dict[str, float]) -> Callable[[Any], np.ndarray]:
+        def run(sim: Any) -> np.ndarray:
+            sim.set_params(v)
+            return sim.rollout(problem.frame_end, objective.frames, problem.goals, frozen=frozen).numpy()
+
+        return run
+
+    workers = cpu_workers(objective.sim.device, problem.model, len(points))
+    return objective.rollout_pool.run(objective.sim, [job(v) for v in points], workers)
+
+
 def residuals_side_by_side(
     objective: FitObjective, points: list[dict[str, float]]
 ) -> list[np.ndarray | None]:
     """The residuals at each point (None where it is refused or diverges), the rollouts run
-    side by side on the CPU's cores: the same numbers as one after another, bit for bit
-    (``optimize.eval_residuals_many`` drops non-finite ones)."""
+    side by side on the CPU's cores or as batches: the same numbers as one after another,
+    bit for bit (``optimize.eval_residuals_many`` drops non-finite ones)."""
     from .optimize import EVALUATION_ERRORS  # the optimizers import the objective
 
-    def job(v: dict[str, float]) -> Callable[[Any], np.ndarray | None]:
-        def run(sim: Any) -> np.ndarray | None:
-            try:
-                objective._check_bounds(v)
-                sim.set_params(v)
-                return sim.rollout(
-                    objective.problem.frame_end, objective.frames, objective.problem.goals
-                ).numpy()
-            except EVALUATION_ERRORS:
-                return None
-
-        return run
-
-    workers = cpu_workers(objective.sim.device, objective.problem.model, len(points))
-    found = objective.rollout_pool.run(objective.sim, [job(v) for v in points], workers)
+    allowed = []
+    for v in points:
+        try:
+            objective._check_bounds(v)
+            allowed.append(v)
+        except EVALUATION_ERRORS:
+            pass
+    try:
+        simulated = run_rollouts(objective, allowed)
+    except EVALUATION_ERRORS:
+        simulated = [_one_rollout(objective, v) for v in allowed]  # which point failed
+    by_id = {id(v): x for v, x in zip(allowed, simulated, strict=True)}
+    found = [by_id.get(id(v)) for v in points]
     objective.n_forward += len(points)
     objective.restore_params()
     out: list[np.ndarray | None] = []
@@ -107,11 +149,22 @@ def residuals_side_by_side(
     return out
 
 
+def _one_rollout(objective: FitObjective, v: dict[str, float]) -> np.ndarray | None:
+    """A rollout at ``v`` alone (None where it fails)."""
+    from .optimize import EVALUATION_ERRORS
+
+    try:
+        return run_rollouts(objective, [v])[0]
+    except EVALUATION_ERRORS:
+        return None
+
+
 def side_by_side_width(objective: FitObjective) -> int:
     """How many points ``residuals_side_by_side`` runs at once (1: one after another)."""
     if objective.kind != "vertex":
         return 1  # surface and track residuals keep per-point state
-    return cpu_workers(objective.sim.device, objective.problem.model, MAX_WORKERS)
+    width = batch_width(objective, BATCH_GLOBAL_POINTS)
+    return width or cpu_workers(objective.sim.device, objective.problem.model, MAX_WORKERS)
 
 
 def log_tangents(
@@ -120,7 +173,7 @@ def log_tangents(
     """d residual / d log value of each (names moved together, their log bounds), as a
     central difference of frozen rollouts where both sides fit in the bounds, else from
     the base point towards the side with room. The rollouts run side by side on the
-    CPU's cores (``RolloutPool``)."""
+    CPU's cores or as batches (``run_rollouts``)."""
     x, frozen = objective.positions(values)
     if objective.kind == "surface":
         objective._residuals_at(x)  # correspondences at the base point
@@ -130,17 +183,7 @@ def log_tangents(
     for v in moved:
         objective._check_bounds(v)
 
-    def job(v: dict[str, float]) -> Callable[[Any], np.ndarray]:
-        def run(sim: Any) -> np.ndarray:
-            sim.set_params(v)
-            return sim.rollout(
-                objective.problem.frame_end, objective.frames, objective.problem.goals, frozen=frozen
-            ).numpy()
-
-        return run
-
-    workers = cpu_workers(objective.sim.device, objective.problem.model, len(moved))
-    found = objective.rollout_pool.run(objective.sim, [job(v) for v in moved], workers)
+    found = run_rollouts(objective, moved, frozen)
     objective.n_forward += len(found)
     for v, xs in zip(moved, found, strict=True):
         objective._check_diverged(xs, v)

@@ -64,6 +64,12 @@ class ClothArrays:
     vertex_tri_ids: wp.array  # int32
     initial_volume: wp.array  # (1,) dtype
     field_table: wp.array  # (F, FIELD_COLUMNS) dtype, the force fields (a zero row when none)
+    # a batch (``batch.py``): this many copies of one mesh, one after the other in every array
+    members: int = 1
+
+    @property
+    def member_vertices(self) -> int:
+        return self.vertex_count // self.members
 
     @classmethod
     def build(

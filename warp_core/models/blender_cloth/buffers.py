@@ -12,14 +12,17 @@ class SubstepBuffers:
     """Work arrays of one substep; ``cg_sets`` buffer sets for CG iterations.
 
     Per-iteration CG scalars (``delta``, ``curvature``, ``active``) have one slot per
-    possible iteration, so a backward pass can read every iteration's values.
+    possible iteration and member (iteration k of member m at k * members + m), so a
+    backward pass can read every iteration's values; ``any_active`` says per iteration
+    whether any member's CG runs it (a single run's is its ``active``).
     """
 
     def __init__(
-        self, sizes: tuple[int, int, int, int], cg_sets: int, dtype, device: str, requires_grad: bool
+        self, sizes: tuple[int, int, int, int, int], cg_sets: int, dtype, device: str, requires_grad: bool
     ) -> None:
-        # vertices, springs, hinges, and partial sums per dot product
-        n, n_springs, n_hinges, chunks = sizes
+        # vertices, springs, hinges (all members'), partial sums per dot product, members
+        n, n_springs, n_hinges, chunks, members = sizes
+        rows = CG_MAX_ITERATIONS + 2
         fk = solver_kernels(dtype).forces
         vec3, mat33 = fk.vec3, fk.mat33
 
@@ -47,17 +50,16 @@ class SubstepBuffers:
         self.system_diag = mat(n)
         self.system_offdiag = mat(n_springs)
         self.rhs = vec()
-        self.delta = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad)
-        self.curvature = wp.zeros(
-            CG_MAX_ITERATIONS + 2, dtype=dtype, device=device, requires_grad=requires_grad
-        )
+        self.delta = wp.zeros(rows * members, dtype=dtype, device=device, requires_grad=requires_grad)
+        self.curvature = wp.zeros(rows * members, dtype=dtype, device=device, requires_grad=requires_grad)
         self.delta_partials = wp.zeros(
-            (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
+            (rows, chunks), dtype=dtype, device=device, requires_grad=requires_grad
         )
         self.curvature_partials = wp.zeros(
-            (CG_MAX_ITERATIONS + 2, chunks), dtype=dtype, device=device, requires_grad=requires_grad
+            (rows, chunks), dtype=dtype, device=device, requires_grad=requires_grad
         )
-        self.active = wp.zeros(CG_MAX_ITERATIONS + 2, dtype=wp.int32, device=device)
+        self.active = wp.zeros(rows * members, dtype=wp.int32, device=device)
+        self.any_active = self.active if members == 1 else wp.zeros(rows, dtype=wp.int32, device=device)
         self.frozen = wp.full(1, -1, dtype=wp.int32, device=device)  # CG iteration count, or -1
         # a captured CG loop's first iteration index this turn (even) and whether it goes on
         self.loop_base = wp.zeros(1, dtype=wp.int32, device=device)

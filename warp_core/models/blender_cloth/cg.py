@@ -58,12 +58,14 @@ class ConjugateGradients:
         # how the dot products run (``dots.launch_dot``): Blender's order on small meshes,
         # else the block order, as tiles on CUDA
         self.dot_mode = "chunks"
-        if block_order(arrays.vertex_count):
+        if block_order(arrays.member_vertices):
             self.dot_mode = "tiles" if wp.get_device(arrays.device).is_cuda else "blocks"
 
     @property
     def dot_columns(self) -> int:
-        return dot_columns(self.arrays.vertex_count, self.dot_mode != "chunks")
+        """Partial sums per dot product: each member's blocks or chunks."""
+        a = self.arrays
+        return a.members * dot_columns(a.member_vertices, self.dot_mode != "chunks")
 
     def solve(self, buf: SubstepBuffers, cg: CGControl) -> int:
         """Blender's filtered CG on the assembled system; returns the iteration launches."""
@@ -72,6 +74,7 @@ class ConjugateGradients:
         d = a.device
         n = a.vertex_count
         buf.active.zero_()
+        buf.any_active.zero_()
         wp.launch(
             k_.cg_init,
             dim=n,
@@ -82,7 +85,13 @@ class ConjugateGradients:
         self.dot(buf.residual[0], buf.residual[0], 0, buf.delta_partials, buf.delta)
         if not cg.in_graph:
             buf.frozen.fill_(cg.frozen_count)
-        wp.launch(k_.cg_start, dim=1, device=d, inputs=[buf.delta, buf.frozen], outputs=[buf.active])
+        wp.launch(
+            k_.cg_start,
+            dim=a.members,
+            device=d,
+            inputs=[buf.delta, buf.frozen],
+            outputs=[buf.active, buf.any_active],
+        )
         frozen_count = cg.frozen_count
         if cg.in_graph and buf.ping_pong and conditional_nodes(d):
             # captured: iterations only while the CG is active, in a loop on the CPU (cheap to
@@ -101,7 +110,7 @@ class ConjugateGradients:
                 frozen_count < 0
                 and not cg.in_graph
                 and launched % cg.check_every == 0
-                and not int(buf.active.numpy()[launched])
+                and not int(buf.any_active.numpy()[launched])
             ):
                 break
         return launched
@@ -116,7 +125,7 @@ class ConjugateGradients:
             self._iteration(buf, k, tolerance)
         if block + 2 < len(CG_BLOCK_BOUNDS):
             wp.capture_if(
-                buf.active[hi : hi + 1], on_true=lambda: self._graph_blocks(buf, block + 1, tolerance)
+                buf.any_active[hi : hi + 1], on_true=lambda: self._graph_blocks(buf, block + 1, tolerance)
             )
 
     def _graph_loop(self, buf: SubstepBuffers, tolerance: float) -> None:
@@ -128,15 +137,18 @@ class ConjugateGradients:
         k_ = self.kernels
         d = self.arrays.device
         wp.launch(
-            k_.cg_loop_start, dim=1, device=d, inputs=[buf.active], outputs=[buf.loop_base, buf.loop_more]
+            k_.cg_loop_start, dim=1, device=d, inputs=[buf.any_active], outputs=[buf.loop_base, buf.loop_more]
         )
 
         def two_iterations() -> None:
             self._iteration(buf, 0, tolerance, buf.loop_base)
             self._iteration(buf, 1, tolerance, buf.loop_base)
-            next_inputs = [buf.active, CG_MAX_ITERATIONS]
             wp.launch(
-                k_.cg_loop_next, dim=1, device=d, inputs=next_inputs, outputs=[buf.loop_base, buf.loop_more]
+                k_.cg_loop_next,
+                dim=1,
+                device=d,
+                inputs=[buf.any_active],
+                outputs=[buf.loop_base, buf.loop_more],
             )
 
         wp.capture_while(buf.loop_more, two_iterations)
@@ -150,9 +162,9 @@ class ConjugateGradients:
         out: wp.array,
         base: wp.array | None = None,
     ) -> None:
-        """out[row + base[0]] = a . b in a fixed order (``dots.py``)."""
+        """out[(row + base[0]) * members + m] = member m's a . b in a fixed order (``dots.py``)."""
         rows = (row, self.no_offset if base is None else base)
-        launch_dot(self.dot_kernels, a, b, rows, partials, out, self.dot_mode)
+        launch_dot(self.dot_kernels, a, b, rows, partials, out, self.dot_mode, self.arrays.members)
 
     def _iteration(
         self, buf: SubstepBuffers, k: int, tolerance: float = CG_TOLERANCE, base: wp.array | None = None
@@ -198,6 +210,7 @@ class ConjugateGradients:
                 buf.active,
                 k,
                 base,
+                a.member_vertices,
             ],
             outputs=[buf.dv[j], buf.residual[j]],
         )
@@ -214,9 +227,8 @@ class ConjugateGradients:
                 k,
                 base,
                 buf.frozen,
-                CG_MAX_ITERATIONS,
+                a.member_vertices,
                 tol,
-                buf.active,
             ],
-            outputs=[buf.direction[j]],
+            outputs=[buf.active, buf.any_active, buf.direction[j]],
         )

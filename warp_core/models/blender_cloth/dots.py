@@ -52,6 +52,9 @@ def dot_kernels(dtype) -> SimpleNamespace:
     vec_array = wp.array(dtype=vec3)
     row_array = wp.array2d(dtype=dtype)
     int_array = wp.array(dtype=wp.int32)
+    # the tiles' views of a batch: (members, N) vertices, (rows, members, blocks) block sums
+    member_vec_array = wp.array2d(dtype=vec3)
+    member_row_array = wp.array3d(dtype=dtype)
 
     @wp.func
     def dot3(a: vec3, b: vec3):
@@ -59,20 +62,26 @@ def dot_kernels(dtype) -> SimpleNamespace:
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def dot_tile_partials(
-        a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array
+        a: member_vec_array,
+        b: member_vec_array,
+        row: wp.int32,
+        row_base: int_array,
+        partials: member_row_array,
     ):
-        # one block per DOT_TILE vertices (loads past the end give 0)
-        block = wp.tid()
+        # one block per DOT_TILE vertices of a member (loads past the member's end give 0)
+        m, block = wp.tid()
         row = row + row_base[0]
-        tile_a = wp.tile_load(a, shape=DOT_TILE, offset=block * DOT_TILE)
-        tile_b = wp.tile_load(b, shape=DOT_TILE, offset=block * DOT_TILE)
-        wp.tile_store(partials[row], wp.tile_sum(wp.tile_map(dot3, tile_a, tile_b)), offset=block)
+        tile_a = wp.tile_load(a, shape=(1, DOT_TILE), offset=(m, block * DOT_TILE))
+        tile_b = wp.tile_load(b, shape=(1, DOT_TILE), offset=(m, block * DOT_TILE))
+        wp.tile_store(partials[row, m], wp.tile_sum(wp.tile_map(dot3, tile_a, tile_b)), offset=block)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_tile_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
-        # one block adds the row's block sums
+    def dot_tile_total(partials: member_row_array, row: wp.int32, row_base: int_array, out: row_array):
+        # one block adds a member's block sums
+        m = wp.tid()
         row = row + row_base[0]
-        wp.tile_store(out, wp.tile_sum(wp.tile_load(partials[row], shape=DOT_TILE_ROW)), offset=row)
+        sums = wp.tile_load(partials[row], shape=(1, DOT_TILE_ROW), offset=(m, 0))
+        wp.tile_store(out[row], wp.tile_sum(sums), offset=m)
 
     @wp.func
     def vertex_lane(a: vec_array, b: vec_array, row: int, start: int, count: int, lane: int):
@@ -93,15 +102,17 @@ def dot_kernels(dtype) -> SimpleNamespace:
 
     @wp.func
     def partial_lane(p: row_array, unused: row_array, row: int, start: int, count: int, lane: int):
-        """The same for the second stage: the row's block sums lane + k * DOT_TILE_THREADS."""
+        """The same for the second stage: the row's block sums start + lane + k *
+        DOT_TILE_THREADS (a member's, which end at ``count``)."""
+        j = start + lane
         acc = dtype(0.0)
-        if lane < count:
-            acc = p[row, lane]
+        if j < count:
+            acc = p[row, j]
             valid = wp.min(
-                (count - lane + DOT_TILE_THREADS - 1) // DOT_TILE_THREADS, DOT_TILE_ROW // DOT_TILE_THREADS
+                (count - j + DOT_TILE_THREADS - 1) // DOT_TILE_THREADS, DOT_TILE_ROW // DOT_TILE_THREADS
             )
             for k in range(1, valid):
-                acc = acc + p[row, lane + k * DOT_TILE_THREADS]
+                acc = acc + p[row, j + k * DOT_TILE_THREADS]
             if valid < ROW_REGISTERS:
                 acc = acc + dtype(0.0)
         return acc
@@ -111,37 +122,58 @@ def dot_kernels(dtype) -> SimpleNamespace:
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def dot_block_partials(
-        a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array
+        a: vec_array,
+        b: vec_array,
+        row: wp.int32,
+        row_base: int_array,
+        member_vertices: wp.int32,
+        partials: row_array,
     ):
-        # dot_tile_partials' additions, one thread per block
-        block = wp.tid()
+        # dot_tile_partials' additions, one thread per block of a member
+        column = wp.tid()
+        blocks = (member_vertices + DOT_TILE - 1) // DOT_TILE
+        m = column // blocks
+        start = m * member_vertices + (column - m * blocks) * DOT_TILE
         row = row + row_base[0]
-        partials[row, block] = vertex_block(a, b, row, block * DOT_TILE, a.shape[0])
+        partials[row, column] = vertex_block(a, b, row, start, (m + 1) * member_vertices)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_block_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
+    def dot_block_total(partials: row_array, row: wp.int32, row_base: int_array, out: row_array):
+        m = wp.tid()
+        blocks = partials.shape[1] // out.shape[1]
         row = row + row_base[0]
-        out[row] = partial_block(partials, partials, row, 0, partials.shape[1])
+        out[row, m] = partial_block(partials, partials, row, m * blocks, (m + 1) * blocks)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_partials(a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array):
-        # chunks: each thread sums one contiguous chunk in turn
-        chunk = wp.tid()
+    def dot_partials(
+        a: vec_array,
+        b: vec_array,
+        row: wp.int32,
+        row_base: int_array,
+        member_vertices: wp.int32,
+        partials: row_array,
+    ):
+        # chunks: each thread sums one contiguous chunk of a member in turn
+        column = wp.tid()
+        chunks = (member_vertices + DOT_CHUNK - 1) // DOT_CHUNK
+        m = column // chunks
+        begin = m * member_vertices + (column - m * chunks) * DOT_CHUNK
+        end = wp.min(begin + DOT_CHUNK, (m + 1) * member_vertices)
         row = row + row_base[0]
-        begin = chunk * DOT_CHUNK
-        end = wp.min(begin + DOT_CHUNK, a.shape[0])
         acc = dtype(0.0)
         for i in range(begin, end):
             acc = acc + wp.dot(a[i], b[i])
-        partials[row, chunk] = acc
+        partials[row, column] = acc
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
+    def dot_total(partials: row_array, row: wp.int32, row_base: int_array, out: row_array):
+        m = wp.tid()
+        chunks = partials.shape[1] // out.shape[1]
         row = row + row_base[0]
         acc = dtype(0.0)
-        for c in range(partials.shape[1]):
+        for c in range(m * chunks, (m + 1) * chunks):
             acc = acc + partials[row, c]
-        out[row] = acc
+        out[row, m] = acc
 
     return SimpleNamespace(
         dot_tile_partials=dot_tile_partials,
@@ -199,23 +231,33 @@ def launch_dot(
     partials: wp.array,
     out: wp.array,
     mode: str,
+    members: int = 1,
 ) -> None:
-    """out[row] = a . b through ``partials[row]``, row = ``rows[0]`` + ``rows[1][0]`` (a
-    device value, so one captured loop body serves every iteration); ``kernels`` is
-    ``dot_kernels(dtype)`` and ``mode`` "tiles" (the block order on CUDA), "blocks" (the
-    same additions, one thread per block) or "chunks"."""
+    """out[row * members + m] = a . b over member m's vertices (the members lie one after
+    the other in ``a`` and ``b``; a single run is member 0) through ``partials[row]``, row =
+    ``rows[0]`` + ``rows[1][0]`` (a device value, so one captured loop body serves every
+    iteration); ``kernels`` is ``dot_kernels(dtype)`` and ``mode`` "tiles" (the block order
+    on CUDA), "blocks" (the same additions, one thread per block) or "chunks"."""
     device = a.device
     columns = partials.shape[1]
     row, row_base = rows
+    member_vertices = a.shape[0] // members
+    out_rows = out.reshape((out.shape[0] // members, members))
     if mode == "tiles":
         launch = {"block_dim": DOT_TILE_THREADS, "device": device}
+        views = [x.reshape((members, member_vertices)) for x in (a, b)]
+        member_partials = partials.reshape((partials.shape[0], members, columns // members))
         stage_1, stage_2 = kernels.dot_tile_partials, kernels.dot_tile_total
-        wp.launch_tiled(stage_1, dim=columns, inputs=[a, b, row, row_base], outputs=[partials], **launch)
-        wp.launch_tiled(stage_2, dim=1, inputs=[partials, row, row_base], outputs=[out], **launch)
+        dim = (members, columns // members)
+        wp.launch_tiled(stage_1, dim=dim, inputs=[*views, row, row_base], outputs=[member_partials], **launch)
+        wp.launch_tiled(
+            stage_2, dim=members, inputs=[member_partials, row, row_base], outputs=[out_rows], **launch
+        )
         return
     if mode == "blocks":
         stage_1, stage_2 = kernels.dot_block_partials, kernels.dot_block_total
     else:
         stage_1, stage_2 = kernels.dot_partials, kernels.dot_total
-    wp.launch(stage_1, dim=columns, device=device, inputs=[a, b, row, row_base], outputs=[partials])
-    wp.launch(stage_2, dim=1, device=device, inputs=[partials, row, row_base], outputs=[out])
+    inputs = [a, b, row, row_base, member_vertices]
+    wp.launch(stage_1, dim=columns, device=device, inputs=inputs, outputs=[partials])
+    wp.launch(stage_2, dim=members, device=device, inputs=[partials, row, row_base], outputs=[out_rows])

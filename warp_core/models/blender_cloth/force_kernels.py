@@ -6,6 +6,10 @@ Blender's units: time in frames, so gravity is scaled by 1e-3.
 
 Parameters live in one array ``params`` indexed by ``PARAM_*`` (order of
 ``params.ALL_PARAMETER_NAMES``), so one gradient array holds every parameter's derivative.
+A batch of B members of one mesh (``batch.py``) lays the members' vertices, springs and
+hinges one after the other and their parameter sets likewise: element ``e`` of a kernel
+over ``per_member`` elements reads ``params[(e // per_member) * PARAM_COUNT + PARAM_*]``
+(the very same arithmetic as a single run, whose member is 0).
 """
 
 import functools
@@ -37,6 +41,8 @@ PARAM_TENSION_MAX = P["tension_stiffness_max"]
 PARAM_COMPRESSION_MAX = P["compression_stiffness_max"]
 PARAM_SHEAR_MAX = P["shear_stiffness_max"]
 PARAM_BENDING_MAX = P["bending_stiffness_max"]
+# a batch of B parameter sets: member m's parameters are params[m * PARAM_COUNT + PARAM_*]
+PARAM_COUNT = len(ALL_PARAMETER_NAMES)
 
 
 @functools.cache
@@ -215,6 +221,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         goal_new: wp.array(dtype=vec3),
         goal_weight: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
+        member_vertices: wp.int32,
         gravity: vec3,
         goal_time: dtype,
         inv_avg: wp.array(dtype=dtype),
@@ -227,8 +234,9 @@ def force_kernels(dtype) -> SimpleNamespace:
         """Gravity, soft goal (pin) springs, air drag and the pressure force: the per-vertex
         terms (hinges and springs are gathered onto them when the system is assembled)."""
         i = wp.tid()
+        p = (i // member_vertices) * PARAM_COUNT
         inv_avg_spring_length = inv_avg[0]
-        mass = params[PARAM_MASS]
+        mass = params[p + PARAM_MASS]
         f = mass * gravity * dtype(0.001)
         jx = mat33()
         jv = mat33()
@@ -239,13 +247,13 @@ def force_kernels(dtype) -> SimpleNamespace:
             extent = goal_x - x[i]
             length = wp.length(extent)
             if length > dtype(1.1920929e-07):
-                k = w * params[PARAM_PIN_STIFFNESS] * inv_avg_spring_length
-                c = params[PARAM_GOAL_FRICTION] * dtype(0.01)
+                k = w * params[p + PARAM_PIN_STIFFNESS] * inv_avg_spring_length
+                c = params[p + PARAM_GOAL_FRICTION] * dtype(0.01)
                 d = extent / length
                 f = f + d * (k * length) + d * (c * wp.dot(goal_v - v[i], d))
                 jx = jx - k * wp.identity(3, dtype)
                 jv = jv - c * wp.outer(d, d)
-        drag = params[PARAM_AIR] * dtype(0.01)
+        drag = params[p + PARAM_AIR] * dtype(0.01)
         f = f - drag * v[i]
         # explicit, after the drag as in Blender: pressure, then force fields
         f = f + pressure_force[i]
@@ -268,6 +276,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         spring_rest_length: wp.array(dtype=dtype),
         hinge_ang_stiffness: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
+        member_hinges: wp.int32,
         hinge_force_a: wp.array(dtype=vec3),
         hinge_force_b: wp.array(dtype=vec3),
         hinge_force_edge: wp.array(dtype=vec3),
@@ -276,6 +285,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         face a gets ``hinge_force_a``, of face b ``hinge_force_b``, and both hinge-edge
         vertices lose ``hinge_force_edge`` (gathered per vertex in a fixed order)."""
         h = wp.tid()
+        p = (h // member_hinges) * PARAM_COUNT
         na, nb, angle = hinge_frame(x, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices, h)
         i = hinge_vertices[h][0]
         j = hinge_vertices[h][1]
@@ -285,9 +295,9 @@ def force_kernels(dtype) -> SimpleNamespace:
         v_edge = (v[i] + v[j]) * dtype(0.5)
         va = face_mean(v, hinge_face_vertices, fa[0], fa[1]) - v_edge
         vb = face_mean(v, hinge_face_vertices, fb[0], fb[1]) - v_edge
-        bending = group_stiffness(params, PARAM_BENDING, PARAM_BENDING_MAX, hinge_ang_stiffness[h])
+        bending = group_stiffness(params, p + PARAM_BENDING, p + PARAM_BENDING_MAX, hinge_ang_stiffness[h])
         k = bending * spring_rest_length[hinge_spring[h]] * dtype(0.1)
-        f = k * (angle - hinge_rest_angle[h]) - params[PARAM_BENDING_DAMPING] * (
+        f = k * (angle - hinge_rest_angle[h]) - params[p + PARAM_BENDING_DAMPING] * (
             wp.dot(va, na) + wp.dot(vb, nb)
         )
         hinge_force_a[h] = na * (f / dtype(fa[1]))
@@ -303,6 +313,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         spring_rest_length: wp.array(dtype=dtype),
         spring_lin_stiffness: wp.array(dtype=dtype),
         params: wp.array(dtype=dtype),
+        member_springs: wp.int32,
         inv_avg: wp.array(dtype=dtype),
         angular_model: wp.int32,
         sewing_force_max: dtype,
@@ -313,6 +324,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         """Structural, compression, shear, linear-bending and sewing springs with their
         Jacobians: the force on the spring's first vertex (the second gets its negative)."""
         s = wp.tid()
+        p = (s // member_springs) * PARAM_COUNT
         inv_avg_spring_length = inv_avg[0]
         i = spring_vertices[s][0]
         j = spring_vertices[s][1]
@@ -333,20 +345,20 @@ def force_kernels(dtype) -> SimpleNamespace:
         if kind == 2:  # LINEAR bending: compression only, no damping term
             if length < rest:
                 kb = (
-                    group_stiffness(params, PARAM_BENDING, PARAM_BENDING_MAX, lin)
+                    group_stiffness(params, p + PARAM_BENDING, p + PARAM_BENDING_MAX, lin)
                     * inv_avg_spring_length
                     / dtype(20.0)
                 )
-                cb = kb * params[PARAM_BENDING_DAMPING]
+                cb = kb * params[p + PARAM_BENDING_DAMPING]
                 f = d * choi_ko_compression(length, rest, kb, cb)
                 jx = wp.outer(d, d) * choi_ko_slope(length, rest, kb, cb)
                 active = 1
         else:
-            k = group_stiffness(params, PARAM_TENSION, PARAM_TENSION_MAX, lin) * inv_avg_spring_length
-            damping = params[PARAM_TENSION_DAMPING]
+            k = group_stiffness(params, p + PARAM_TENSION, p + PARAM_TENSION_MAX, lin) * inv_avg_spring_length
+            damping = params[p + PARAM_TENSION_DAMPING]
             if kind == 1:
-                k = group_stiffness(params, PARAM_SHEAR, PARAM_SHEAR_MAX, lin) * inv_avg_spring_length
-                damping = params[PARAM_SHEAR_DAMPING]
+                k = group_stiffness(params, p + PARAM_SHEAR, p + PARAM_SHEAR_MAX, lin) * inv_avg_spring_length
+                damping = params[p + PARAM_SHEAR_DAMPING]
             if length >= rest and length > dtype(0.0):
                 stretch = k * (length - rest)
                 # sewing (kind 3): Blender caps the force, not its Jacobian
@@ -358,10 +370,10 @@ def force_kernels(dtype) -> SimpleNamespace:
                 active = 1
             elif kind == 0 and angular_model != 0:
                 kc = (
-                    group_stiffness(params, PARAM_COMPRESSION, PARAM_COMPRESSION_MAX, lin)
+                    group_stiffness(params, p + PARAM_COMPRESSION, p + PARAM_COMPRESSION_MAX, lin)
                     * inv_avg_spring_length
                 )
-                damping = params[PARAM_COMPRESSION_DAMPING]
+                damping = params[p + PARAM_COMPRESSION_DAMPING]
                 f = d * choi_ko_compression(length, rest, kc, kc)
                 jx = wp.outer(d, d) * choi_ko_slope(length, rest, kc, kc)
                 active = 1

@@ -48,7 +48,7 @@ class SubstepGraphSet:
     next_state: ClothState  # its end state
     goal_old: wp.array  # the frame's pin goals at its start, (N,) vec3
     goal_new: wp.array  # and at its end
-    count: wp.array  # (1,) int32, CG iterations of the last substep
+    count: wp.array  # (members,) int32, CG iterations of the last substep
     graphs: list = field(default_factory=list)  # one per substep index within a frame
 
 
@@ -80,7 +80,7 @@ class SubstepGraphs:
             next_state=ClothState(vec(), vec()),
             goal_old=vec(),
             goal_new=vec(),
-            count=wp.zeros(1, dtype=wp.int32, device=d),
+            count=wp.zeros(a.members, dtype=wp.int32, device=d),
         )
         self.solver.load_modules()
         for k in range(len(schedule)):
@@ -88,7 +88,11 @@ class SubstepGraphs:
             with wp.ScopedCapture(device=d, force_module_load=False) as capture:
                 self.solver.launch(settings, buf, params, io.state, inputs, io.next_state, _IN_GRAPH)
                 wp.launch(
-                    kernels.count_iterations, dim=1, device=d, inputs=[buf.active, 0], outputs=[io.count]
+                    kernels.count_iterations,
+                    dim=a.members,
+                    device=d,
+                    inputs=[buf.active, 0],
+                    outputs=[io.count],
                 )
             io.graphs.append(capture.graph)
         self._cached = (key, io)
@@ -133,7 +137,8 @@ class SubstepGraphs:
                 if frozen is not None:
                     wp.copy(buf.frozen, frozen, src_offset=s, count=1)
                 wp.capture_launch(graph)
-                wp.copy(outputs.counts, io.count, dest_offset=s, count=1)
+                members = io.count.shape[0]
+                wp.copy(outputs.counts, io.count, dest_offset=s * members, count=members)
                 wp.copy(x, io.next_state.x)
                 wp.copy(v, io.next_state.v)
                 if outputs.state_x is not None:

@@ -17,6 +17,7 @@ import warp as wp
 from ...mesh import ClothMesh
 from .adjoint import record_rollout_backward
 from .arrays import ClothArrays
+from .batch import batch_width, rollout_batch
 from .buffers import SubstepBuffers
 from .collision import CollisionStage
 from .graphs import SubstepGraphs
@@ -114,6 +115,7 @@ class ClothSimulator:
         # gradient against an exact solve's
         self.cg_tolerance = CG_TOLERANCE
         self._backward_workspace = None  # what the last backward pass captured (adjoint.py)
+        self._batch = None  # the last batch's simulator (batch.py)
 
     # ---------------------------------------------------------------- mesh arrays
     @property
@@ -250,7 +252,8 @@ class ClothSimulator:
             x_init = self.rest_positions if x0 is None else x0
             v_init = wp.zeros(n, dtype=self.vec3, device=d) if v0 is None else v0
             positions = wp.zeros((len(frames), n), dtype=self.vec3, device=d, requires_grad=tape is not None)
-            counts = wp.zeros(max(total, 1), dtype=wp.int32, device=d)
+            members = self.arrays.members
+            counts = wp.zeros(max(total, 1) * members, dtype=wp.int32, device=d)
             state_x = state_v = None
             if keep_states:
                 state_x = wp.zeros((total + 1, n), dtype=self.vec3, device=d)
@@ -265,7 +268,7 @@ class ClothSimulator:
             initial = ClothState(x_init, v_init)
             self._run(buf, plan, initial, outputs, check_every)
             result = Rollout(
-                frames, positions, counts.numpy()[:total].copy(), len(schedule), state_x, state_v
+                frames, positions, counts.numpy()[: total * members].copy(), len(schedule), state_x, state_v
             )
             if self.has_collisions:
                 result.extras["contacts"] = self.solver.collisions.contact_report()
@@ -340,7 +343,7 @@ class ClothSimulator:
                 )
                 wp.launch(
                     self.kernels.count_iterations,
-                    dim=1,
+                    dim=self.arrays.members,
                     device=self.device,
                     inputs=[buf.active, s],
                     outputs=[outputs.counts],
@@ -375,6 +378,12 @@ class ClothSimulator:
     def load_modules(self) -> None:
         """Compile/load every kernel module now: a graph capture must not load any."""
         self.solver.load_modules()
+
+    # forward batches of parameter sets (batch.py): ``rollout_batch(param_sets, frame_end,
+    # output_frames, goals, frozen)`` -> positions (B, frames, N, 3), each member its single
+    # rollout bit for bit; ``batch_width(rollouts)`` members per batch (0: not batchable)
+    rollout_batch = rollout_batch
+    batch_width = batch_width
 
     def simulate(
         self, frame_end: int, output_frames: list[int] | None = None, goals: np.ndarray | None = None

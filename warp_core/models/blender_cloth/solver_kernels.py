@@ -18,7 +18,8 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from .force_kernels import NO_FMA, PARAM_MASS, force_kernels
+from .force_kernels import NO_FMA, PARAM_COUNT, PARAM_MASS, force_kernels
+from .schedule import CG_MAX_ITERATIONS
 
 
 @functools.cache
@@ -70,6 +71,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         vertex_spring_other: wp.array(dtype=wp.int32),
         vertex_spring_sign: wp.array(dtype=wp.int32),
         params: wp.array(dtype=dtype),
+        member_vertices: wp.int32,
         h: dtype,
         system_diag: wp.array(dtype=mat33),
         rhs: wp.array(dtype=vec3),
@@ -100,7 +102,8 @@ def solver_kernels(dtype) -> SimpleNamespace:
             # off-diagonal ones are -spring_dfdx. Accumulated here rather than as jx * v[i]
             # after the loop: Warp's adjoint does not see values a dynamic loop computed.
             coupling = coupling + spring_dfdx[s] * (v[i] - v[vertex_spring_other[e]])
-        system_diag[i] = params[PARAM_MASS] * wp.identity(3, dtype) - h * jv - (h * h) * jx
+        p = (i // member_vertices) * PARAM_COUNT  # the member's parameters
+        system_diag[i] = params[p + PARAM_MASS] * wp.identity(3, dtype) - h * jv - (h * h) * jx
         rhs[i] = h * f + (h * h) * (vertex_dfdx[i] * v[i]) + (h * h) * coupling
 
     @wp.kernel(module="unique", module_options=NO_FMA)
@@ -130,19 +133,26 @@ def solver_kernels(dtype) -> SimpleNamespace:
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_start(
-        delta: wp.array(dtype=dtype), frozen: wp.array(dtype=wp.int32), active: wp.array(dtype=wp.int32)
+        delta: wp.array(dtype=dtype),
+        frozen: wp.array(dtype=wp.int32),
+        active: wp.array(dtype=wp.int32),
+        any_active: wp.array(dtype=wp.int32),
     ):
-        # frozen[0] >= 0: run exactly that many iterations; <= -2: -2 - frozen[0] iterations,
-        # more if still far from converged; -1: Blender's test (a device value, so one
-        # captured graph serves every substep)
+        # member m (one thread each): frozen[0] >= 0: run exactly that many iterations;
+        # <= -2: -2 - frozen[0] iterations, more if still far from converged; -1: Blender's
+        # test (a device value, so one captured graph serves every substep)
+        m = wp.tid()
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
         frozen_count = frozen[0]
         if frozen_count >= 0:
             if frozen_count > 0:
                 act = 1
-        elif delta[0] > dtype(0.0):
+        elif delta[m] > dtype(0.0):
             act = 1
-        active[0] = act
+        active[m] = act
+        if active.shape[0] != any_active.shape[0]:
+            # a batch (a single run's any_active is its active): whether any member iterates
+            wp.atomic_max(any_active, 0, act)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def matvec(
@@ -173,14 +183,17 @@ def solver_kernels(dtype) -> SimpleNamespace:
         active: wp.array(dtype=wp.int32),
         k: wp.int32,
         k_base: wp.array(dtype=wp.int32),
+        member_vertices: wp.int32,
         dv_next: wp.array(dtype=vec3),
         residual_next: wp.array(dtype=vec3),
     ):
+        # a member's CG scalars of iteration k sit at k * members + member
         i = wp.tid()
-        k = k + k_base[0]
+        members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
+        r = (k + k_base[0]) * members + i // member_vertices
         alpha = dtype(0.0)
-        if active[k] != 0:
-            alpha = delta[k] / curvature[k]
+        if active[r] != 0:
+            alpha = delta[r] / curvature[r]
         dv_next[i] = dv[i] + alpha * direction[i]
         residual_next[i] = residual[i] - alpha * product[i]
 
@@ -193,16 +206,21 @@ def solver_kernels(dtype) -> SimpleNamespace:
         k: wp.int32,
         k_base: wp.array(dtype=wp.int32),
         frozen: wp.array(dtype=wp.int32),
-        max_iterations: wp.int32,
+        member_vertices: wp.int32,
         tolerance: dtype,
         active: wp.array(dtype=wp.int32),
+        any_active: wp.array(dtype=wp.int32),
         direction_next: wp.array(dtype=vec3),
     ):
         i = wp.tid()
         k = k + k_base[0]
+        members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
+        m = i // member_vertices
+        r = k * members + m  # iteration k's scalars of this vertex's member
+        r_next = r + members
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
         frozen_count = frozen[0]
-        if active[k] != 0:
+        if active[r] != 0:
             if frozen_count >= 0:
                 if k + 1 < frozen_count:
                     act = 1
@@ -211,15 +229,17 @@ def solver_kernels(dtype) -> SimpleNamespace:
                 # while the residual is still 10x above Blender's tolerance (r.r 100x)
                 if k + 1 < -2 - frozen_count:
                     act = 1
-                elif delta[k + 1] > dtype(100.0) * tolerance * delta[0] and k + 1 < max_iterations:
+                elif delta[r_next] > dtype(100.0) * tolerance * delta[m] and k + 1 < CG_MAX_ITERATIONS:
                     act = 1
-            elif delta[k + 1] > tolerance * delta[0] and k + 1 < max_iterations:
+            elif delta[r_next] > tolerance * delta[m] and k + 1 < CG_MAX_ITERATIONS:
                 act = 1
-        if i == 0:
-            active[k + 1] = act
+        if i == m * member_vertices:
+            active[r_next] = act
+            if members > 1:
+                wp.atomic_max(any_active, k + 1, act)
         c = direction[i]
         if act != 0:
-            c = filtered(residual_next[i] + (delta[k + 1] / delta[k]) * direction[i], pinned[i])
+            c = filtered(residual_next[i] + (delta[r_next] / delta[r]) * direction[i], pinned[i])
         direction_next[i] = c
 
     @wp.kernel(module="unique", module_options=NO_FMA)
@@ -245,35 +265,37 @@ def solver_kernels(dtype) -> SimpleNamespace:
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_loop_start(
-        active: wp.array(dtype=wp.int32), k_base: wp.array(dtype=wp.int32), more: wp.array(dtype=wp.int32)
+        any_active: wp.array(dtype=wp.int32), k_base: wp.array(dtype=wp.int32), more: wp.array(dtype=wp.int32)
     ):
-        # a captured CG loop: iterations 0 and 1 first, while the CG is active
+        # a captured CG loop: iterations 0 and 1 first, while the CG (of any member) is active
         k_base[0] = 0
-        more[0] = active[0]
+        more[0] = any_active[0]
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def cg_loop_next(
-        active: wp.array(dtype=wp.int32),
-        max_iterations: wp.int32,
+        any_active: wp.array(dtype=wp.int32),
         k_base: wp.array(dtype=wp.int32),
         more: wp.array(dtype=wp.int32),
     ):
-        # the next two iterations, if the CG is still active there
+        # the next two iterations, if the CG of any member is still active there
         k = k_base[0] + 2
         k_base[0] = k
         go = int(0)  # noqa: UP018 (a dynamic Warp variable)
-        if k < max_iterations:
-            go = active[k]
+        if k < CG_MAX_ITERATIONS:
+            go = any_active[k]
         more[0] = go
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def count_iterations(
         active: wp.array(dtype=wp.int32), substep: wp.int32, counts: wp.array(dtype=wp.int32)
     ):
+        # member m's iterations of the substep, into counts[substep * members + m]
+        m = wp.tid()
+        members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
         n = int(0)  # noqa: UP018 (a dynamic Warp variable)
-        for k in range(active.shape[0]):
-            n += active[k]
-        counts[substep] = n
+        for k in range(CG_MAX_ITERATIONS + 2):
+            n += active[k * members + m]
+        counts[substep * members + m] = n
 
     return SimpleNamespace(
         forces=fk,

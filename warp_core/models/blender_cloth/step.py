@@ -66,7 +66,7 @@ class SubstepSolver:
 
     def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers:
         a = self.arrays
-        sizes = (a.vertex_count, a.spring_count, a.hinge_count, self.dot_columns)
+        sizes = (a.vertex_count, a.spring_count, a.hinge_count, self.dot_columns, a.members)
         return SubstepBuffers(sizes, cg_sets, a.dtype, a.device, requires_grad)
 
     def load_modules(self) -> None:
@@ -147,6 +147,7 @@ class SubstepSolver:
                 inputs.goal_new,
                 a.goal_weight,
                 params,
+                a.member_vertices,
                 gravity,
                 dt(inputs.goal_time),
                 a.inv_avg_spring_length,
@@ -172,6 +173,7 @@ class SubstepSolver:
                     a.spring_rest_length,
                     a.hinge_ang_stiffness,
                     params,
+                    a.hinge_count // a.members,
                 ],
                 outputs=[buf.hinge_force_a, buf.hinge_force_b, buf.hinge_force_edge],
             )
@@ -188,6 +190,7 @@ class SubstepSolver:
                 a.spring_rest_length,
                 a.spring_lin_stiffness,
                 params,
+                a.spring_count // a.members,
                 a.inv_avg_spring_length,
                 angular,
                 dt(settings.sewing_force_max),
@@ -225,6 +228,7 @@ class SubstepSolver:
                 a.vertex_spring_other,
                 a.vertex_spring_sign,
                 params,
+                a.member_vertices,
                 hh,
             ],
             outputs=[buf.system_diag, buf.rhs],
