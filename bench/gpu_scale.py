@@ -148,6 +148,7 @@ def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | 
         "frames": frames,
         "device": device,
         "batch_rollouts": batch,
+        "truth": dict(TRUTH),
         "wall_s": wall,
         "outcome": result.outcome,
         "outcome_reason": result.outcome_reason,
@@ -169,6 +170,7 @@ def main() -> None:
     ap.add_argument("--fit-sizes", default="32,256")
     ap.add_argument("--fit-devices", default="cuda:0,cpu")
     ap.add_argument("--fit-frames", type=int, default=60)
+    ap.add_argument("--truth", default=None, help="the fits' true values, comma separated, in FITTED order")
     ap.add_argument("--batch-grid", type=int, default=32)
     ap.add_argument("--batch-sizes", default="1,8,64")
     ap.add_argument("--batch-device", default="cuda:0")
@@ -177,6 +179,8 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=600.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.truth:
+        TRUTH.update(zip(FITTED, [float(v) for v in args.truth.split(",")], strict=True))
     rows: dict[str, list] = {"forward": [], "batches": [], "fits": []}
 
     def dump() -> None:
