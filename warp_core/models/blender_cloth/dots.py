@@ -62,6 +62,26 @@ def dot_kernels(dtype) -> SimpleNamespace:
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def dot_tile_partials(
+        a: vec_array, b: vec_array, row: wp.int32, row_base: int_array, partials: row_array
+    ):
+        # one block per DOT_TILE vertices (loads past the end give 0)
+        block = wp.tid()
+        row = row + row_base[0]
+        tile_a = wp.tile_load(a, shape=DOT_TILE, offset=block * DOT_TILE)
+        tile_b = wp.tile_load(b, shape=DOT_TILE, offset=block * DOT_TILE)
+        wp.tile_store(partials[row], wp.tile_sum(wp.tile_map(dot3, tile_a, tile_b)), offset=block)
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def dot_tile_total(partials: row_array, row: wp.int32, row_base: int_array, out: wp.array(dtype=dtype)):
+        # one block adds the row's block sums
+        row = row + row_base[0]
+        wp.tile_store(out, wp.tile_sum(wp.tile_load(partials[row], shape=DOT_TILE_ROW)), offset=row)
+
+    # a batch's tiles: the same blocks within each member, the member's row of a 2-d view
+    # (its loads past the member's end give 0; a single run keeps the 1-d tiles above, whose
+    # loads check one dimension)
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def dot_member_tile_partials(
         a: member_vec_array,
         b: member_vec_array,
         row: wp.int32,
@@ -76,7 +96,7 @@ def dot_kernels(dtype) -> SimpleNamespace:
         wp.tile_store(partials[row, m], wp.tile_sum(wp.tile_map(dot3, tile_a, tile_b)), offset=block)
 
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def dot_tile_total(partials: member_row_array, row: wp.int32, row_base: int_array, out: row_array):
+    def dot_member_tile_total(partials: member_row_array, row: wp.int32, row_base: int_array, out: row_array):
         # one block adds a member's block sums
         m = wp.tid()
         row = row + row_base[0]
@@ -178,6 +198,8 @@ def dot_kernels(dtype) -> SimpleNamespace:
     return SimpleNamespace(
         dot_tile_partials=dot_tile_partials,
         dot_tile_total=dot_tile_total,
+        dot_member_tile_partials=dot_member_tile_partials,
+        dot_member_tile_total=dot_member_tile_total,
         dot_block_partials=dot_block_partials,
         dot_block_total=dot_block_total,
         dot_partials=dot_partials,
@@ -243,11 +265,17 @@ def launch_dot(
     row, row_base = rows
     member_vertices = a.shape[0] // members
     out_rows = out.reshape((out.shape[0] // members, members))
+    if mode == "tiles" and members == 1:
+        launch = {"block_dim": DOT_TILE_THREADS, "device": device}
+        stage_1, stage_2 = kernels.dot_tile_partials, kernels.dot_tile_total
+        wp.launch_tiled(stage_1, dim=columns, inputs=[a, b, row, row_base], outputs=[partials], **launch)
+        wp.launch_tiled(stage_2, dim=1, inputs=[partials, row, row_base], outputs=[out], **launch)
+        return
     if mode == "tiles":
         launch = {"block_dim": DOT_TILE_THREADS, "device": device}
         views = [x.reshape((members, member_vertices)) for x in (a, b)]
         member_partials = partials.reshape((partials.shape[0], members, columns // members))
-        stage_1, stage_2 = kernels.dot_tile_partials, kernels.dot_tile_total
+        stage_1, stage_2 = kernels.dot_member_tile_partials, kernels.dot_member_tile_total
         dim = (members, columns // members)
         wp.launch_tiled(stage_1, dim=dim, inputs=[*views, row, row_base], outputs=[member_partials], **launch)
         wp.launch_tiled(

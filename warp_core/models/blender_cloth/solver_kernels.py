@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from .force_kernels import NO_FMA, PARAM_COUNT, PARAM_MASS, force_kernels
+from .member import member_of
 from .schedule import CG_MAX_ITERATIONS
 
 
@@ -102,7 +103,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
             # off-diagonal ones are -spring_dfdx. Accumulated here rather than as jx * v[i]
             # after the loop: Warp's adjoint does not see values a dynamic loop computed.
             coupling = coupling + spring_dfdx[s] * (v[i] - v[vertex_spring_other[e]])
-        p = (i // member_vertices) * PARAM_COUNT  # the member's parameters
+        p = member_of(i, member_vertices, v.shape[0]) * PARAM_COUNT  # the member's parameters
         system_diag[i] = params[p + PARAM_MASS] * wp.identity(3, dtype) - h * jv - (h * h) * jx
         rhs[i] = h * f + (h * h) * (vertex_dfdx[i] * v[i]) + (h * h) * coupling
 
@@ -190,7 +191,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         # a member's CG scalars of iteration k sit at k * members + member
         i = wp.tid()
         members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
-        r = (k + k_base[0]) * members + i // member_vertices
+        r = (k + k_base[0]) * members + member_of(i, member_vertices, dv.shape[0])
         alpha = dtype(0.0)
         if active[r] != 0:
             alpha = delta[r] / curvature[r]
@@ -215,7 +216,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
         i = wp.tid()
         k = k + k_base[0]
         members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
-        m = i // member_vertices
+        m = member_of(i, member_vertices, direction.shape[0])
         r = k * members + m  # iteration k's scalars of this vertex's member
         r_next = r + members
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
