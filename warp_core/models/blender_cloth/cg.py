@@ -51,7 +51,7 @@ class ConjugateGradients:
 
     def __init__(self, arrays: ClothArrays) -> None:
         self.arrays = arrays
-        self.kernels = solver_kernels(arrays.dtype)
+        self.kernels = solver_kernels(arrays.dtype, arrays.members > 1)
         self.dot_kernels = dot_kernels(arrays.dtype)
         # the iteration index's device part outside a captured CG loop (always 0)
         self.no_offset = wp.zeros(1, dtype=wp.int32, device=arrays.device)

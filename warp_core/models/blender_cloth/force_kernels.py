@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from .member import member_of
+from .member import member_functions
 from .params import ALL_PARAMETER_NAMES
 
 # No fused multiply-add: a spring at rest must measure exactly its rest length in every
@@ -47,8 +47,9 @@ PARAM_COUNT = len(ALL_PARAMETER_NAMES)
 
 
 @functools.cache
-def force_kernels(dtype) -> SimpleNamespace:
-    """Kernels for one scalar type (wp.float32 or wp.float64)."""
+def force_kernels(dtype, batched: bool = False) -> SimpleNamespace:
+    """Kernels for one scalar type (wp.float32 or wp.float64), of a batch or a single run."""
+    member_of = member_functions(batched)[0]
     vec3 = wp.types.vector(3, dtype)
     mat33 = wp.types.matrix((3, 3), dtype)
 
@@ -235,7 +236,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         """Gravity, soft goal (pin) springs, air drag and the pressure force: the per-vertex
         terms (hinges and springs are gathered onto them when the system is assembled)."""
         i = wp.tid()
-        p = member_of(i, member_vertices, x.shape[0]) * PARAM_COUNT
+        p = member_of(i, member_vertices) * PARAM_COUNT
         inv_avg_spring_length = inv_avg[0]
         mass = params[p + PARAM_MASS]
         f = mass * gravity * dtype(0.001)
@@ -286,7 +287,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         face a gets ``hinge_force_a``, of face b ``hinge_force_b``, and both hinge-edge
         vertices lose ``hinge_force_edge`` (gathered per vertex in a fixed order)."""
         h = wp.tid()
-        p = member_of(h, member_hinges, hinge_vertices.shape[0]) * PARAM_COUNT
+        p = member_of(h, member_hinges) * PARAM_COUNT
         na, nb, angle = hinge_frame(x, hinge_vertices, hinge_face_a, hinge_face_b, hinge_face_vertices, h)
         i = hinge_vertices[h][0]
         j = hinge_vertices[h][1]
@@ -325,7 +326,7 @@ def force_kernels(dtype) -> SimpleNamespace:
         """Structural, compression, shear, linear-bending and sewing springs with their
         Jacobians: the force on the spring's first vertex (the second gets its negative)."""
         s = wp.tid()
-        p = member_of(s, member_springs, spring_vertices.shape[0]) * PARAM_COUNT
+        p = member_of(s, member_springs) * PARAM_COUNT
         inv_avg_spring_length = inv_avg[0]
         i = spring_vertices[s][0]
         j = spring_vertices[s][1]

@@ -19,13 +19,16 @@ from types import SimpleNamespace
 import warp as wp
 
 from .force_kernels import NO_FMA, PARAM_COUNT, PARAM_MASS, force_kernels
-from .member import member_of
+from .member import member_functions
 from .schedule import CG_MAX_ITERATIONS
 
 
 @functools.cache
-def solver_kernels(dtype) -> SimpleNamespace:
-    fk = force_kernels(dtype)
+def solver_kernels(dtype, batched: bool = False) -> SimpleNamespace:
+    """The integrator's kernels for one scalar type, of a batch or a single run."""
+    fk = force_kernels(dtype, batched)
+    member_of, member_count = member_functions(batched)
+    rows = CG_MAX_ITERATIONS + 2  # CG scalars per member
     vec3, mat33 = fk.vec3, fk.mat33
 
     @wp.func
@@ -103,7 +106,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
             # off-diagonal ones are -spring_dfdx. Accumulated here rather than as jx * v[i]
             # after the loop: Warp's adjoint does not see values a dynamic loop computed.
             coupling = coupling + spring_dfdx[s] * (v[i] - v[vertex_spring_other[e]])
-        p = member_of(i, member_vertices, v.shape[0]) * PARAM_COUNT  # the member's parameters
+        p = member_of(i, member_vertices) * PARAM_COUNT  # the member's parameters
         system_diag[i] = params[p + PARAM_MASS] * wp.identity(3, dtype) - h * jv - (h * h) * jx
         rhs[i] = h * f + (h * h) * (vertex_dfdx[i] * v[i]) + (h * h) * coupling
 
@@ -190,8 +193,8 @@ def solver_kernels(dtype) -> SimpleNamespace:
     ):
         # a member's CG scalars of iteration k sit at k * members + member
         i = wp.tid()
-        members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
-        r = (k + k_base[0]) * members + member_of(i, member_vertices, dv.shape[0])
+        members = member_count(active.shape[0], rows)
+        r = (k + k_base[0]) * members + member_of(i, member_vertices)
         alpha = dtype(0.0)
         if active[r] != 0:
             alpha = delta[r] / curvature[r]
@@ -215,8 +218,8 @@ def solver_kernels(dtype) -> SimpleNamespace:
     ):
         i = wp.tid()
         k = k + k_base[0]
-        members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
-        m = member_of(i, member_vertices, direction.shape[0])
+        members = member_count(active.shape[0], rows)
+        m = member_of(i, member_vertices)
         r = k * members + m  # iteration k's scalars of this vertex's member
         r_next = r + members
         act = int(0)  # noqa: UP018 (a dynamic Warp variable)
@@ -292,7 +295,7 @@ def solver_kernels(dtype) -> SimpleNamespace:
     ):
         # member m's iterations of the substep, into counts[substep * members + m]
         m = wp.tid()
-        members = active.shape[0] // (CG_MAX_ITERATIONS + 2)
+        members = member_count(active.shape[0], rows)
         n = int(0)  # noqa: UP018 (a dynamic Warp variable)
         for k in range(CG_MAX_ITERATIONS + 2):
             n += active[k * members + m]

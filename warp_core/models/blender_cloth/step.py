@@ -46,7 +46,7 @@ class SubstepSolver:
 
     def __init__(self, arrays: ClothArrays) -> None:
         self.arrays = arrays
-        self.kernels = solver_kernels(arrays.dtype)
+        self.kernels = solver_kernels(arrays.dtype, arrays.members > 1)
         self.collisions: CollisionStage | None = None  # object collisions, when the cloth has colliders
         self.cg = ConjugateGradients(arrays)
 
