@@ -140,6 +140,14 @@ def dot_kernels(dtype) -> SimpleNamespace:
     vertex_block = _block_sum(vertex_lane, vec_array, vec_array, dtype)
     partial_block = _block_sum(partial_lane, row_array, row_array, dtype)
 
+    @wp.func
+    def member_span(column: int, member_vertices: int, size: int):
+        # a partial sum's member and its first vertex: each member has its own columns of
+        # ``size`` vertices
+        per_member = (member_vertices + size - 1) // size
+        m = column // per_member
+        return m, m * member_vertices + (column - m * per_member) * size
+
     @wp.kernel(module="unique", module_options=NO_FMA)
     def dot_block_partials(
         a: vec_array,
@@ -151,9 +159,7 @@ def dot_kernels(dtype) -> SimpleNamespace:
     ):
         # dot_tile_partials' additions, one thread per block of a member
         column = wp.tid()
-        blocks = (member_vertices + DOT_TILE - 1) // DOT_TILE
-        m = column // blocks
-        start = m * member_vertices + (column - m * blocks) * DOT_TILE
+        m, start = member_span(column, member_vertices, DOT_TILE)
         row = row + row_base[0]
         partials[row, column] = vertex_block(a, b, row, start, (m + 1) * member_vertices)
 
@@ -175,9 +181,7 @@ def dot_kernels(dtype) -> SimpleNamespace:
     ):
         # chunks: each thread sums one contiguous chunk of a member in turn
         column = wp.tid()
-        chunks = (member_vertices + DOT_CHUNK - 1) // DOT_CHUNK
-        m = column // chunks
-        begin = m * member_vertices + (column - m * chunks) * DOT_CHUNK
+        m, begin = member_span(column, member_vertices, DOT_CHUNK)
         end = wp.min(begin + DOT_CHUNK, (m + 1) * member_vertices)
         row = row + row_base[0]
         acc = dtype(0.0)
