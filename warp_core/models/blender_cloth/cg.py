@@ -74,7 +74,8 @@ class ConjugateGradients:
         d = a.device
         n = a.vertex_count
         buf.active.zero_()
-        buf.any_active.zero_()
+        if buf.any_active is not buf.active:
+            buf.any_active.zero_()
         wp.launch(
             k_.cg_init,
             dim=n,
