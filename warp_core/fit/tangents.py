@@ -122,19 +122,21 @@ def residuals_side_by_side(
     bit for bit (``optimize.eval_residuals_many`` drops non-finite ones)."""
     from .optimize import EVALUATION_ERRORS  # the optimizers import the objective
 
-    allowed = []
-    for v in points:
+    allowed = []  # indices of the points within the bounds
+    for k, v in enumerate(points):
         try:
             objective._check_bounds(v)
-            allowed.append(v)
+            allowed.append(k)
         except EVALUATION_ERRORS:
             pass
+    inside = [points[k] for k in allowed]
     try:
-        simulated = run_rollouts(objective, allowed)
+        simulated = run_rollouts(objective, inside)
     except EVALUATION_ERRORS:
-        simulated = [_one_rollout(objective, v) for v in allowed]  # which point failed
-    by_id = {id(v): x for v, x in zip(allowed, simulated, strict=True)}
-    found = [by_id.get(id(v)) for v in points]
+        simulated = [_one_rollout(objective, v) for v in inside]  # which point failed
+    found: list[np.ndarray | None] = [None] * len(points)
+    for k, x in zip(allowed, simulated, strict=True):
+        found[k] = x
     objective.n_forward += len(points)
     objective.restore_params()
     out: list[np.ndarray | None] = []

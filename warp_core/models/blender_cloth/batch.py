@@ -19,6 +19,7 @@ adjoint runs per member, on single rollouts.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -120,8 +121,6 @@ def batch_arrays(a: ClothArrays, members: int) -> ClothArrays:
 
 def batched_simulator(sim, members: int):
     """A simulator of ``members`` copies of ``sim``'s mesh (same settings and dot order)."""
-    import copy
-
     batch = copy.copy(sim)
     batch.arrays = batch_arrays(sim.arrays, members)
     batch.solver = SubstepSolver(batch.arrays)
@@ -185,15 +184,7 @@ def rollout_batch(
     members = len(param_sets)
     if members < 1:
         raise ValueError("a batch needs at least one parameter set")
-    unknown = {k for values in param_sets for k in values} - set(ALL_PARAMETER_NAMES)
-    if unknown:
-        raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
-    rows = []
-    for values in param_sets:
-        settings = sim.settings.replace(**{k: float(v) for k, v in values.items()})
-        settings.validate()
-        current = settings.values()
-        rows.append([current[k] for k in ALL_PARAMETER_NAMES])
+    rows = [sim.settings.with_parameters(values)[1] for values in param_sets]
     batch = _cached_batch(sim, members)
     batch.settings = sim.settings
     batch.cg_tolerance = sim.cg_tolerance

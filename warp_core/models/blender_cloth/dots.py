@@ -267,14 +267,14 @@ def launch_dot(
     device = a.device
     columns = partials.shape[1]
     row, row_base = rows
-    member_vertices = a.shape[0] // members
-    out_rows = out.reshape((out.shape[0] // members, members))
     if mode == "tiles" and members == 1:
         launch = {"block_dim": DOT_TILE_THREADS, "device": device}
         stage_1, stage_2 = kernels.dot_tile_partials, kernels.dot_tile_total
         wp.launch_tiled(stage_1, dim=columns, inputs=[a, b, row, row_base], outputs=[partials], **launch)
         wp.launch_tiled(stage_2, dim=1, inputs=[partials, row, row_base], outputs=[out], **launch)
         return
+    member_vertices = a.shape[0] // members
+    out_rows = out.reshape((out.shape[0] // members, members))
     if mode == "tiles":
         launch = {"block_dim": DOT_TILE_THREADS, "device": device}
         views = [x.reshape((members, member_vertices)) for x in (a, b)]

@@ -100,6 +100,17 @@ class ClothParams:
         """The continuous parameters as a dict (name -> value)."""
         return {n: float(getattr(self, n)) for n in ALL_PARAMETER_NAMES}
 
+    def with_parameters(self, values: dict[str, float]) -> tuple[ClothParams, list[float]]:
+        """These settings with some continuous parameters changed (validated), and every
+        continuous parameter in ``ALL_PARAMETER_NAMES`` order: a simulator's ``params`` row."""
+        unknown = set(values) - set(ALL_PARAMETER_NAMES)
+        if unknown:
+            raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
+        settings = self.replace(**{k: float(v) for k, v in values.items()})
+        settings.validate()
+        current = settings.values()
+        return settings, [current[k] for k in ALL_PARAMETER_NAMES]
+
     def as_dict(self) -> dict:
         """Plain data (colliders as lists): what ``from_dict`` reads back."""
         d = asdict(self)

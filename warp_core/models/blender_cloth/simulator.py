@@ -161,14 +161,8 @@ class ClothSimulator:
             if not same_stage:
                 self._build_collisions()
             values = values.values()
-        unknown = set(values) - set(ALL_PARAMETER_NAMES)
-        if unknown:
-            raise ValueError(f"unknown cloth parameter(s): {', '.join(sorted(unknown))}")
-        settings = self.settings.replace(**{k: float(v) for k, v in values.items()})
-        settings.validate()
-        self.settings = settings
-        current = settings.values()
-        self.params.assign(np.array([current[k] for k in ALL_PARAMETER_NAMES], dtype=self._np_float))
+        self.settings, row = self.settings.with_parameters(values)
+        self.params.assign(np.array(row, dtype=self._np_float))
 
     @functools.cached_property
     def _structural_rest(self) -> tuple[np.ndarray, np.ndarray]:
