@@ -71,9 +71,22 @@ def random_start(spec, problem, rng: np.random.Generator) -> dict[str, float]:
     return values
 
 
+def slope(objective: FitObjective, values: dict[str, float], group: list[str], frozen) -> float:
+    """Central difference of the loss over +-STEP in the log value of ``group``."""
+    sides = []
+    for sign in (1.0, -1.0):
+        moved = dict(values)
+        for n in group:
+            moved[n] = values[n] * math.exp(sign * STEP)
+        x, _ = objective.positions(moved, frozen=frozen)
+        r = objective._residuals_at(x)
+        sides.append(0.5 * float(r @ r))
+    return (sides[0] - sides[1]) / (2.0 * STEP)
+
+
 def compare(objective: FitObjective, spec, values: dict[str, float], kinds: list[str]) -> list[dict]:
     """The tape's gradients of ``kinds`` and the +-1 % slope of the loss per free parameter
-    at ``values``."""
+    at ``values``; ``twin``: the same slope from values one unit in the last place higher."""
     grads = {}
     for kind in kinds:
         loss, grads[kind] = objective.gradient(values, kind=kind)
@@ -81,33 +94,43 @@ def compare(objective: FitObjective, spec, values: dict[str, float], kinds: list
     rows = []
     for k in range(spec.n_free):
         group = spec.group(k)
-        sides = []
-        for sign in (1.0, -1.0):
-            moved = dict(values)
-            for n in group:
-                moved[n] = values[n] * math.exp(sign * STEP)
-            x, _ = objective.positions(moved, frozen=frozen)
-            r = objective._residuals_at(x)
-            sides.append(0.5 * float(r @ r))
-        slope = (sides[0] - sides[1]) / (2.0 * STEP)
-        row = {"name": spec.free_names[k], "value": values[spec.free_names[k]], "loss": loss, "slope": slope}
+        nudged = dict(values)
+        for n in group:
+            nudged[n] = float(np.nextafter(values[n], math.inf))
+        row = {
+            "name": spec.free_names[k],
+            "value": values[spec.free_names[k]],
+            "loss": loss,
+            "slope": slope(objective, values, group, frozen),
+            "twin": slope(objective, nudged, group, frozen),
+        }
         for kind, grad in grads.items():  # d loss / d log value of the group
             row[kind] = sum(grad[n] * values[n] for n in group)
         rows.append(row)
     return rows
 
 
+def determined(row: dict) -> bool:
+    """The slope keeps its sign and stays within 2x when the values move by one unit in
+    the last place: a reference a gradient can be judged by."""
+    return row["slope"] * row["twin"] > 0.0 and 0.5 <= row["slope"] / row["twin"] <= 2.0
+
+
 def judge(rows: list[dict], kind: str) -> dict:
     """Share of parameters whose ``kind`` gradient has the slope's sign, and is within 2x;
     a non-finite gradient counts as wrong."""
     signed = [r for r in rows if r["slope"] != 0.0]
-    same_sign = sum(1 for r in signed if r[kind] * r["slope"] > 0.0)
-    within = sum(1 for r in signed if r[kind] * r["slope"] > 0.0 and 0.5 <= r[kind] / r["slope"] <= 2.0)
+    same_sign = [r for r in signed if r[kind] * r["slope"] > 0.0]
+    within = [r for r in same_sign if 0.5 <= r[kind] / r["slope"] <= 2.0]
+    kept = [r for r in signed if determined(r)]
     return {
         "parameters": len(rows),
         "non_finite": sum(1 for r in rows if not math.isfinite(r[kind])),
-        "sign": same_sign / max(len(signed), 1),
-        "within_2x": within / max(len(signed), 1),
+        "sign": len(same_sign) / max(len(signed), 1),
+        "within_2x": len(within) / max(len(signed), 1),
+        "determined": len(kept),
+        "sign_determined": sum(1 for r in same_sign if determined(r)) / max(len(kept), 1),
+        "within_2x_determined": sum(1 for r in within if determined(r)) / max(len(kept), 1),
     }
 
 
@@ -151,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                 row.update(scene=path.stem, start=label)
                 tape = "  ".join(f"{kind} {row[kind]: .3e}" for kind in kinds)
                 print(
-                    f"{path.stem} {label:9s} {row['name']:22s} slope {row['slope']: .3e}  {tape}", flush=True
+                    f"{path.stem} {label:9s} {row['name']:22s} slope {row['slope']: .3e} "
+                    f"(twin {row['twin']: .3e})  {tape}",
+                    flush=True,
                 )
             rows += found
     stats = {kind: judge(rows, kind) for kind in kinds}
@@ -159,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         s = stats[kind]
         print(
-            f"{kind}: {s['parameters']} parameters, sign of the slope {100 * s['sign']:.0f} %, within 2x "
-            f"{100 * s['within_2x']:.0f} %, non-finite {s['non_finite']}"
+            f"{kind}: {s['parameters']} parameters, sign of the slope {100 * s['sign']:.1f} %, within 2x "
+            f"{100 * s['within_2x']:.1f} %, non-finite {s['non_finite']}; where the slope is determined "
+            f"({s['determined']}): {100 * s['sign_determined']:.1f} % / "
+            f"{100 * s['within_2x_determined']:.1f} %"
         )
     print(f"({stats['seconds']:.0f} s)")
     if args.out:

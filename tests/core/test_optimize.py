@@ -365,6 +365,45 @@ def test_lbfgs_converges_on_12_parameter_quadratic_in_far_fewer_steps_than_adam(
     assert np.all(np.diff(res.loss_history) <= 0.0)
 
 
+class NarrowValley:
+    """r = (log p, 3e4 (log q - log p)): from log values (1, 1 + 1e-5) the minimum along
+    the gradient lies 2e-5 away, with residuals for trial points and a gradient for
+    accepted ones."""
+
+    names = ["p", "q"]
+
+    def __init__(self) -> None:
+        self.gradients = 0
+        self.residual_calls = 0
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        self.residual_calls += 1
+        a, b = math.log(v["p"]), math.log(v["q"])
+        return np.array([a, 3.0e4 * (b - a)])
+
+    def gradient(self, v: dict[str, float]) -> tuple[float, dict[str, float]]:
+        self.gradients += 1
+        a, b = math.log(v["p"]), math.log(v["q"])
+        d = 9.0e8 * (b - a)
+        return 0.5 * (a * a + 9.0e8 * (b - a) ** 2), {"p": (a - d) / v["p"], "q": d / v["q"]}
+
+
+def test_lbfgs_line_search_reaches_a_valley_far_narrower_than_its_first_step() -> None:
+    # the first step moves a log value by 0.25, the minimum along it lies 1e-4 of that
+    # away: ten halvings stopped short (no_progress at the start); shorter trials placed
+    # by the quadratic through the loss reach it, and they simulate only
+    problem = NarrowValley()
+    spec = ParameterSpec(NarrowValley.names, {"p": math.e, "q": math.exp(1.0 + 1e-5)})
+    res = lbfgs(problem, spec, OptimizeSettings(max_iterations=200, rel_loss_tol=0.0, abs_loss_tol=1e-16))
+    assert res.stop_reason == "converged_loss"
+    assert res.values["p"] == pytest.approx(1.0, abs=1e-6)
+    assert res.values["q"] == pytest.approx(1.0, abs=1e-6)
+    assert np.all(np.diff(res.loss_history) <= 0.0)
+    assert problem.residual_calls > 0
+    assert problem.gradients == res.n_gradient_evals
+    assert res.n_gradient_evals <= 2 * res.iterations + 2
+
+
 def test_lbfgs_stops_at_a_bound_the_optimum_lies_beyond() -> None:
     spec = ParameterSpec(Valley.names, {"p": 1.0, "q": 1.0}, bounds={"p": (0.1, 2.0), "q": (0.01, 10.0)})
     res = lbfgs(Valley(), spec, OptimizeSettings(max_iterations=100, rel_loss_tol=0.0))

@@ -8,10 +8,14 @@ point is clipped into the box.
 
 Each step backtracks from the quasi-Newton step (and the first from a step that moves no
 log value by more than ``FIRST_STEP``) until the loss falls by a small fraction of what the
-gradient predicts (Armijo). The tape gradient is "stable" (see the cloth model's
-``adjoint_stable``) and can be a little off the true slope, so when a quasi-Newton step
-finds no such point the memory is dropped and the step is tried along the gradient alone;
-only when that fails too does the run stop ("no_progress").
+gradient predicts (Armijo), each shorter trial where a quadratic through the loss puts the
+minimum: with every stiffness, damping and the mass of a Blender-made scene free, the
+minimum along the gradient lay at a log step of 3e-5, where ten halvings from
+``FIRST_STEP`` stopped at 2.4e-4 and the fit with them (0.53 mm RMSE). The tape gradient
+is "stable" (see the cloth model's ``adjoint_stable``) and can be a little off the true
+slope, so when a quasi-Newton step finds no such point the memory is dropped and the step
+is tried along the gradient alone; only when that fails too does the run stop
+("no_progress").
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .optimize import (
     OptimizeSettings,
     ProgressCallback,
     eval_gradient,
+    eval_residuals,
     projected_gradient,
 )
 from .run import Run, start_gradient_run
@@ -36,7 +41,7 @@ __all__ = ["lbfgs"]
 MEMORY = 8  # curvature pairs kept
 FIRST_STEP = 0.25  # largest log change of a step without curvature information (x1.28)
 ARMIJO = 1e-4  # fraction of the predicted decrease a step must achieve
-MAX_HALVINGS = 10
+MAX_TRIALS = 20  # trial steps per line search, each 0.1-0.5 of the last
 
 
 def _direction(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]], free: np.ndarray) -> np.ndarray:
@@ -109,17 +114,44 @@ def _line_search(
     g: np.ndarray,
     d: np.ndarray,
 ) -> tuple[np.ndarray, dict[str, float], float, np.ndarray] | None:
-    """Backtrack along ``d`` from ``z`` until the loss falls enough; None if it never does."""
+    """Backtrack along ``d`` from ``z`` until the loss falls enough; None if it never does.
+
+    The first trial takes the gradient with the loss (most steps are accepted there); later
+    trials simulate only, and the gradient is taken once a trial is accepted. Each shorter
+    step is the minimum of the quadratic through the loss, its slope along ``d`` and the
+    last trial, kept within [0.1, 0.5] of that trial: a valley a thousand times narrower
+    than the first step is reached in a few trials, not ten halvings."""
+    slope = float(g @ d)
     step = 1.0
-    for _ in range(MAX_HALVINGS):
+    loss_only = hasattr(problem, "residuals")
+    for trial in range(MAX_TRIALS):
         if run.interrupted():
             return None
         z_trial = spec.clip(z + step * d)
         if not np.any(z_trial != z):
             return None
         values = spec.from_free(z_trial)
-        out = eval_gradient(problem, spec, values, run.counter)
-        if out is not None and out[0] <= loss + ARMIJO * float(g @ (z_trial - z)):
-            return z_trial, values, out[0], out[1]
-        step *= 0.5
+        if trial == 0 or not loss_only:
+            out = eval_gradient(problem, spec, values, run.counter)
+            trial_loss = None if out is None else out[0]
+        else:
+            r = eval_residuals(problem, values, run.counter)
+            trial_loss, out = (None, None) if r is None else (0.5 * float(r @ r), None)
+        if trial_loss is not None and trial_loss <= loss + ARMIJO * float(g @ (z_trial - z)):
+            if out is None:
+                out = eval_gradient(problem, spec, values, run.counter)
+            if out is not None:
+                return z_trial, values, out[0], out[1]
+        step *= _shrink(loss, slope, step, trial_loss)
     return None
+
+
+def _shrink(loss: float, slope: float, step: float, trial_loss: float | None) -> float:
+    """Factor for the next trial step: the quadratic model's minimiser over ``step``,
+    safeguarded to [0.1, 0.5] (0.5 where the trial failed to simulate)."""
+    if trial_loss is None:
+        return 0.5
+    curvature = trial_loss - loss - slope * step  # 0.5 c step^2 of the quadratic model
+    if not curvature > 0.0:
+        return 0.5
+    return min(max(-slope * step / (2.0 * curvature), 0.1), 0.5)

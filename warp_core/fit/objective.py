@@ -28,7 +28,13 @@ from ..tracks.loss import Reprojection
 from .optimize import format_values
 from .problem import FitError, FitProblem, FitSettings
 from .spec import ParameterSpec
-from .tangents import RolloutPool, log_tangents, residuals_side_by_side, side_by_side_width
+from .tangents import (
+    RolloutPool,
+    log_tangents,
+    residuals_side_by_side,
+    side_by_side_width,
+    smoothed_where_chaotic,
+)
 
 __all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "TANGENT_STEPS", "FitObjective"]
 
@@ -92,6 +98,8 @@ class FitObjective:
         n = problem.mesh.vertex_count
         self.n_forward = 0
         self.n_backward = 0
+        self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
+        self._motion_norm: float | None = None  # see tangents.motion_norm
         self._cache: tuple[tuple, np.ndarray, Any, dict] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
@@ -235,11 +243,14 @@ class FitObjective:
             raise FloatingPointError(f"the simulation diverged at {format_values(values)}")
         # a torn-apart rollout can have a finite loss: the same check as for residuals
         self._check_diverged(rollout.numpy(), values)
+        stable = (kind or self.settings.gradient) == "stable"
+        frozen = rollout.frozen if stable else None
         tape.backward(loss)
         self.n_backward += 1
         grad = self.sim.params.grad.numpy().astype(float)
         tape.zero()
-        return value, {name: float(grad[self._param_index[name]]) for name in self.names}
+        found = {name: float(grad[self._param_index[name]]) for name in self.names}
+        return value, smoothed_where_chaotic(self, values, value, found, frozen) if stable else found
 
     # ------------------------------------------------------------------ reporting
     def errors(self, values: dict[str, float]) -> dict[int, np.ndarray]:

@@ -66,6 +66,9 @@ class FitResult:
     contacts: dict[str, Any] | None = None
     # the tape gradient Adam stepped along ("stable" or "exact"); None for Levenberg-Marquardt
     gradient: str | None = None
+    # entries of the stable gradient taken as the loss's slope over a tangent step, where
+    # the tape's derivative overstated what such a step does (see ``tangents``)
+    n_smoothed: int = 0
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -100,6 +103,7 @@ class FitResult:
         }
         if self.gradient is not None:
             out["gradient"] = self.gradient
+            out["n_smoothed"] = self.n_smoothed
         if self.start_gap_m is not None:
             out["start_gap_m"] = self.start_gap_m
         if self.contacts is not None:

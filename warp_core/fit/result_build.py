@@ -134,6 +134,7 @@ def build_result(
         iterations=found.iterations,
         n_forward=objective.n_forward,
         n_backward=objective.n_backward,
+        n_smoothed=objective.n_smoothed,
         seconds=time.perf_counter() - t0,
         device=objective.device,
         optimizer=optimizer,

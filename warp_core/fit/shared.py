@@ -60,6 +60,10 @@ class JointObjective:
         return sum(m.n_backward for m in self.members)
 
     @property
+    def n_smoothed(self) -> int:
+        return sum(m.n_smoothed for m in self.members)
+
+    @property
     def device(self) -> str:
         return self.members[0].device
 

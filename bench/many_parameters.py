@@ -1,0 +1,206 @@
+"""Many-parameter fits: the stable tape gradient against Levenberg-Marquardt, replayed in Blender.
+
+    python bench/many_parameters.py fit --scenes DIR [--only 0-11] [--optimizers lm,lbfgs] [--jobs 2]
+    python bench/many_parameters.py fit --scenes DIR --optimizers lbfgs --label timed \
+        --max-iters 1000 --budget-factor 3        # each fit gets 3x the LM fit's time
+    python bench/many_parameters.py replay --scenes DIR        # bpy
+    python bench/many_parameters.py table --scenes DIR
+
+On the scenes of ``bench/robustness.py generate`` (Blender's own cloth made the targets;
+each problem starts from Blender's defaults), every continuous field of Blender's cloth
+settings that acts on every cloth is fitted at once, ties off: the four stiffnesses, the
+five dampings, mass, pin stiffness and goal friction (12). Mass scales with all forces
+(only their ratios move the cloth), and pin stiffness and goal friction do nothing to a
+vertex pinned with weight 1 (goal friction starts at 0.1 where Blender's default is 0, since
+a fit works on ratios): a 12-parameter fit of these scenes has flat directions, as an
+artist's "fit everything" has. Each optimizer fits each scene in its own process, CPU
+float64 (``fit``: ``DIR/LABEL/scene_NN.OPTIMIZER.json``, ``--label`` default ``many``);
+``replay`` writes the fitted values into the scene's cloth modifier and runs Blender's
+cloth (``DIR/LABEL/replays.json``);
+``table --columns many/lm,timed/lbfgs`` prints per scene the replay RMSE, the fit's time
+and simulations of each, and on how many scenes the second is no worse and within 3x the
+first's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+FIELDS = (
+    "tension_stiffness",
+    "compression_stiffness",
+    "shear_stiffness",
+    "bending_stiffness",
+    "tension_damping",
+    "compression_damping",
+    "shear_damping",
+    "bending_damping",
+    "air_damping",
+    "mass",
+    "pin_stiffness",
+    "goal_friction",
+)
+GOAL_FRICTION_START = 0.1  # the low end of its plausible range, where Blender's default is 0
+
+
+def indices(text: str) -> list[int]:
+    chosen: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        chosen += list(range(int(low), int(high or low) + 1))
+    return chosen
+
+
+def fit_one(npz: Path, optimizer: str, out: Path, max_iters: int, budget_s: float | None = None) -> None:
+    """One fit in this process: the problem with every field free, the result as JSON."""
+    from warp_core.fit import FitSettings, fit
+    from warp_core.fit.problem_io import load_problem
+
+    problem = load_problem(npz)
+    start = problem.params
+    if start.goal_friction == 0.0:  # Blender's default; a fit works on ratios
+        start = start.replace(goal_friction=GOAL_FRICTION_START)
+    problem = replace(problem, params=start, fit=list(FIELDS), ties={}, bounds={})
+    settings = FitSettings(optimizer=optimizer, max_iterations=max_iters, time_budget_s=budget_s)
+    result = fit(problem, settings)
+    summary = result.summary()
+    out.write_text(json.dumps({"summary": summary, "params": dict(result.params)}, indent=1))
+
+
+def run_fits(args: argparse.Namespace) -> None:
+    many = args.scenes / args.label
+    many.mkdir(exist_ok=True)
+    jobs = []
+    for npz in sorted(args.scenes.glob("scene_*.npz")):
+        index = int(npz.stem.split("_")[-1])
+        if args.only is None or index in args.only:
+            jobs += [(npz, opt) for opt in args.optimizers.split(",")]
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+
+    def one(job: tuple[Path, str]) -> str:
+        npz, opt = job
+        result = many / f"{npz.stem}.{opt}.json"
+        result.unlink(missing_ok=True)
+        command = [sys.executable, __file__, "one", str(npz), opt, str(result), str(args.max_iters)]
+        if args.budget_factor:  # a multiple of the Levenberg-Marquardt fit's time
+            lm = json.loads((args.scenes / args.budget_from / f"{npz.stem}.lm.json").read_text())
+            command.append(str(args.budget_factor * lm["summary"]["seconds"]))
+        t0 = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if done.returncode != 0 or not result.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            result.write_text(json.dumps({"error": tail[0], "wall_s": wall}))
+            return f"{npz.stem} {opt}: error {tail[0]}"
+        data = json.loads(result.read_text())
+        data["wall_s"] = wall
+        result.write_text(json.dumps(data, indent=1))
+        s = data["summary"]
+        return (
+            f"{npz.stem} {opt}: {s['outcome']}, model RMSE {1e3 * s['rmse_m']:.3f} mm, "
+            f"{s['seconds']:.1f} s, {s['n_forward']} simulations, {s['iterations']} iterations"
+        )
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for line in pool.map(one, jobs):
+            print(line, flush=True)
+
+
+def run_replays(args: argparse.Namespace) -> None:
+    from robustness_blender import load_addon_side, replay
+    from robustness_scenes import load_generated
+
+    side = load_addon_side()
+    many = args.scenes / args.label
+    path = many / "replays.json"
+    replays = json.loads(path.read_text()) if path.exists() else {}
+    for scene in load_generated(args.scenes):
+        for found in sorted(many.glob(f"{scene.spec.name}.*.json")):
+            data = json.loads(found.read_text())
+            if "params" not in data:
+                continue
+            rmse, worst = replay(args.scenes, scene.spec, data["params"], side)
+            replays[found.stem] = {"replay_rmse_m": rmse, "replay_max_error_m": worst}
+            print(f"{found.stem}: Blender replay RMSE {1e3 * rmse:.3f} mm", flush=True)
+            path.write_text(json.dumps(replays, indent=1))
+
+
+def run_table(args: argparse.Namespace) -> None:
+    """Per scene and column (``LABEL/OPTIMIZER``): Blender's replay RMSE, the fit's own
+    RMSE, its seconds, simulations and outcome; then how often the second column's replay
+    is no worse than the first's and its time within 3x."""
+    columns = [c.split("/") for c in args.columns.split(",")]
+    rows: dict[str, list[dict]] = {}
+    for label, opt in columns:
+        replays = json.loads((args.scenes / label / "replays.json").read_text())
+        for found in sorted((args.scenes / label).glob(f"scene_*.{opt}.json")):
+            data = json.loads(found.read_text())
+            entry = {**data.get("summary", {}), **replays.get(found.stem, {})}
+            rows.setdefault(found.stem.split(".")[0], []).append(entry)
+    print(
+        "scene     "
+        + "".join(
+            f"| {c:>18s}: replay mm  model mm       s  sims    outcome " for c in args.columns.split(",")
+        )
+    )
+    no_worse = within_time = both = 0
+    for scene, entries in sorted(rows.items()):
+        if len(entries) != len(columns) or not all("replay_rmse_m" in e for e in entries):
+            print(f"{scene:10s}| (missing)")
+            continue
+        cells = [
+            f"| {1e3 * e['replay_rmse_m']:29.3f} {1e3 * e['rmse_m']:9.3f} {e['seconds']:7.1f} "
+            f"{e['n_forward']:5d} {e['outcome']:>10s} "
+            for e in entries
+        ]
+        print(f"{scene:10s}" + "".join(cells))
+        if len(entries) >= 2:
+            first, second = entries[0], entries[1]
+            better = second["replay_rmse_m"] <= first["replay_rmse_m"]
+            quick = second["seconds"] <= 3.0 * first["seconds"]
+            no_worse, within_time, both = no_worse + better, within_time + quick, both + (better and quick)
+    if len(columns) >= 2:
+        print(
+            f"{columns[1]} against {columns[0]} on {len(rows)} scenes: replay no worse {no_worse}, "
+            f"time within 3x {within_time}, both {both}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["one"]:
+        fit_one(Path(argv[1]), argv[2], Path(argv[3]), int(argv[4]), float(argv[5]) if argv[5:] else None)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("phase", choices=["fit", "replay", "table"])
+    ap.add_argument("--scenes", type=Path, required=True, help="a folder of bench/robustness.py generate")
+    ap.add_argument("--only", type=indices, default=None, help="scene indices, e.g. 0-11")
+    ap.add_argument("--optimizers", default="lm,lbfgs")
+    ap.add_argument("--columns", default="many/lm,many/lbfgs", help="table: LABEL/OPTIMIZER, ...")
+    ap.add_argument("--max-iters", type=int, default=30)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--label", default="many", help="the subfolder of --scenes the fits go to")
+    ap.add_argument(
+        "--budget-factor", type=float, default=0.0, help="time budget: this times the LM fit's seconds"
+    )
+    ap.add_argument("--budget-from", default="many", help="the subfolder holding those LM fits")
+    args = ap.parse_args(argv)
+    {"fit": run_fits, "replay": run_replays, "table": run_table}[args.phase](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
