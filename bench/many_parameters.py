@@ -55,12 +55,7 @@ FIELDS = (
 GOAL_FRICTION_START = 0.1  # the low end of its plausible range, where Blender's default is 0
 
 
-def indices(text: str) -> list[int]:
-    chosen: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        chosen += list(range(int(low), int(high or low) + 1))
-    return chosen
+from robustness import indices  # noqa: E402
 
 
 def fit_one(npz: Path, optimizer: str, out: Path, max_iters: int, budget_s: float | None = None) -> None:
