@@ -8,6 +8,12 @@ squared distance at frames 10, 20 and 30 to a rollout with 1.5x the tension and 
 stiffness. Each time is the median of three runs after a warm-up (compiles, graphs).
 ``stable`` runs both reverses of every substep (the exact one, and the implicit-solve one
 that guards it), so it costs about the sum of ``exact`` and ``implicit``'s backward passes.
+
+``--fit-path`` also times the gradient as a fit takes it (``FitObjective.gradient``), all
+twelve continuous fields free (every stiffness and damping, mass, pin stiffness, goal
+friction): ``exact``; ``stable`` as it comes (smoothing where the sheet asks for it); and
+``stable`` with every group smoothed (``CHAOS_FRACTION`` 0: 24 more rollouts, the worst
+case), the rollouts side by side on the CPU's cores or in batches on a GPU.
 """
 
 import argparse
@@ -22,10 +28,27 @@ import warp as wp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
+from warp_core.fit import FitProblem, FitSettings, Target, tangents  # noqa: E402
+from warp_core.fit.engine import parameter_spec  # noqa: E402
+from warp_core.fit.objective import FitObjective  # noqa: E402
 from warp_core.losses import launch_vertex_distance_loss  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 KINDS = ("exact", "stable", "implicit")
+TWELVE = (
+    "tension_stiffness",
+    "compression_stiffness",
+    "shear_stiffness",
+    "bending_stiffness",
+    "tension_damping",
+    "compression_damping",
+    "shear_damping",
+    "bending_damping",
+    "air_damping",
+    "mass",
+    "pin_stiffness",
+    "goal_friction",
+)
 
 
 def sheet(n: int):
@@ -52,6 +75,7 @@ class Case:
 
     def __init__(self, n: int, frames: int, device: str, precision: str) -> None:
         mesh = sheet(n)
+        self.mesh = mesh
         self.frames = frames
         self.output = [frames // 3, 2 * frames // 3, frames]
         truth = ClothParams(tension_stiffness=22.5, compression_stiffness=22.5, bending_stiffness=0.75)
@@ -116,6 +140,36 @@ def measure(n: int, frames: int, device: str, precision: str) -> dict:
     return row
 
 
+def measure_fit_path(n: int, frames: int, device: str, precision: str) -> dict:
+    """The fit engine's gradient of the sheet's problem with the twelve fields free: exact,
+    stable as it comes, stable with every group smoothed."""
+    case = Case(n, frames, device, precision)
+    problem = FitProblem(
+        case.mesh,
+        ClothParams(goal_friction=0.1),
+        [Target(f, case.targets[k].numpy()) for k, f in enumerate(case.output)],
+        fit=list(TWELVE),
+    )
+    spec = parameter_spec(problem)
+    objective = FitObjective(problem, FitSettings(device=device, precision=precision), spec.names, spec=spec)
+    values = spec.initial_values()
+    row: dict = {"n": n, "frames": frames, "free": spec.n_free}
+    row["fit_exact_s"] = median_time(lambda: objective.gradient(values, kind="exact"), device)
+    before = objective.n_smoothed
+    row["fit_stable_s"] = median_time(lambda: objective.gradient(values, kind="stable"), device)
+    row["smoothed_as_it_comes"] = (objective.n_smoothed - before) // 4  # warm-up + 3 runs
+    fraction = tangents.CHAOS_FRACTION
+    tangents.CHAOS_FRACTION = 0.0
+    try:
+        stable = lambda: objective.gradient(values, kind="stable")  # noqa: E731
+        row["fit_stable_all_smoothed_s"] = median_time(stable, device)
+    finally:
+        tangents.CHAOS_FRACTION = fraction
+    row["stable_over_exact"] = row["fit_stable_s"] / row["fit_exact_s"]
+    row["all_smoothed_over_exact"] = row["fit_stable_all_smoothed_s"] / row["fit_exact_s"]
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -125,6 +179,7 @@ def main() -> None:
     ap.add_argument(
         "--compare-cpu", action="store_true", help="also check the device's gradients against the CPU's"
     )
+    ap.add_argument("--fit-path", action="store_true", help="also time the fit engine's 12-field gradient")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     rows = []
@@ -143,6 +198,17 @@ def main() -> None:
             + f"; stable / exact {row['stable_over_exact']:.2f}",
             flush=True,
         )
+        if args.fit_path:
+            row = measure_fit_path(n, args.frames, args.device, args.precision)
+            rows.append(row)
+            print(
+                f"{n}x{n} on {args.device}, fit engine, {row['free']} free: "
+                f"exact {row['fit_exact_s']:.3f} s, "
+                f"stable {row['fit_stable_s']:.3f} s ({row['smoothed_as_it_comes']} smoothed), "
+                f"every group smoothed {row['fit_stable_all_smoothed_s']:.3f} s; over exact "
+                f"{row['stable_over_exact']:.2f} and {row['all_smoothed_over_exact']:.2f}",
+                flush=True,
+            )
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

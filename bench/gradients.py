@@ -88,8 +88,11 @@ def compare(objective: FitObjective, spec, values: dict[str, float], kinds: list
     """The tape's gradients of ``kinds`` and the +-1 % slope of the loss per free parameter
     at ``values``; ``twin``: the same slope from values one unit in the last place higher."""
     grads = {}
+    smoothed: tuple[str, ...] = ()
     for kind in kinds:
         loss, grads[kind] = objective.gradient(values, kind=kind)
+        if kind == "stable":
+            smoothed = objective.smoothed_last
     _, frozen = objective.positions(values)
     rows = []
     for k in range(spec.n_free):
@@ -103,6 +106,9 @@ def compare(objective: FitObjective, spec, values: dict[str, float], kinds: list
             "loss": loss,
             "slope": slope(objective, values, group, frozen),
             "twin": slope(objective, nudged, group, frozen),
+            # the stable entry is the loss's slope over the tangent step (+-1 % in float64:
+            # the reference itself), not the tape's
+            "smoothed": spec.free_names[k] in smoothed,
         }
         for kind, grad in grads.items():  # d loss / d log value of the group
             row[kind] = sum(grad[n] * values[n] for n in group)
@@ -118,12 +124,13 @@ def determined(row: dict) -> bool:
 
 def judge(rows: list[dict], kind: str) -> dict:
     """Share of parameters whose ``kind`` gradient has the slope's sign, and is within 2x;
-    a non-finite gradient counts as wrong."""
+    a non-finite gradient counts as wrong. For ``stable`` also: how many entries were
+    smoothed, and the shares over the others (what the tape alone got right)."""
     signed = [r for r in rows if r["slope"] != 0.0]
     same_sign = [r for r in signed if r[kind] * r["slope"] > 0.0]
     within = [r for r in same_sign if 0.5 <= r[kind] / r["slope"] <= 2.0]
     kept = [r for r in signed if determined(r)]
-    return {
+    out = {
         "parameters": len(rows),
         "non_finite": sum(1 for r in rows if not math.isfinite(r[kind])),
         "sign": len(same_sign) / max(len(signed), 1),
@@ -132,6 +139,12 @@ def judge(rows: list[dict], kind: str) -> dict:
         "sign_determined": sum(1 for r in same_sign if determined(r)) / max(len(kept), 1),
         "within_2x_determined": sum(1 for r in within if determined(r)) / max(len(kept), 1),
     }
+    if kind == "stable":
+        tape = [r for r in signed if not r.get("smoothed")]
+        out["smoothed"] = sum(1 for r in rows if r.get("smoothed"))
+        out["sign_tape"] = sum(1 for r in same_sign if not r.get("smoothed")) / max(len(tape), 1)
+        out["within_2x_tape"] = sum(1 for r in within if not r.get("smoothed")) / max(len(tape), 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             for row in found:
                 row.update(scene=path.stem, start=label)
                 tape = "  ".join(f"{kind} {row[kind]: .3e}" for kind in kinds)
+                tape += " (smoothed)" if row["smoothed"] else ""
                 print(
                     f"{path.stem} {label:9s} {row['name']:22s} slope {row['slope']: .3e} "
                     f"(twin {row['twin']: .3e})  {tape}",
@@ -189,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
             f"({s['determined']}): {100 * s['sign_determined']:.1f} % / "
             f"{100 * s['within_2x_determined']:.1f} %"
         )
+        if "smoothed" in s:
+            print(
+                f"  {s['smoothed']} entries smoothed (the slope over the tangent step); the tape's "
+                f"own entries: sign {100 * s['sign_tape']:.1f} %, within 2x {100 * s['within_2x_tape']:.1f} %"
+            )
     print(f"({stats['seconds']:.0f} s)")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "stats": stats}, indent=1))

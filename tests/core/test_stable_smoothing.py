@@ -48,7 +48,7 @@ def _loss(objective: FitObjective, values: dict[str, float], frozen: np.ndarray)
 def test_a_smooth_scene_keeps_the_tape_gradient() -> None:
     objective, values = _objective()
     loss, stable = objective.gradient(values, kind="stable")
-    assert objective.n_smoothed == 0
+    assert objective.n_smoothed == 0 and objective.smoothed_last == ()
     # the same as the tape alone: the model's stable reverse, no rollout added
     forwards = objective.n_forward
     _, again = objective.gradient(values, kind="stable")
@@ -76,6 +76,7 @@ def test_entries_the_tape_overstates_become_the_loss_slope_over_the_tangent_step
     forwards = objective.n_forward
     loss, smoothed = objective.gradient(values, kind="stable")
     assert objective.n_smoothed == 2 and objective.n_forward == forwards + 1 + 4
+    assert objective.smoothed_last == ("tension_stiffness", "bending_stiffness")
     _, frozen = objective.positions(values)
     for group in (["tension_stiffness", "compression_stiffness"], ["bending_stiffness"]):
         z = math.log(values[group[0]])

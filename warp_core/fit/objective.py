@@ -99,6 +99,7 @@ class FitObjective:
         self.n_forward = 0
         self.n_backward = 0
         self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
+        self.smoothed_last: tuple[str, ...] = ()  # free names the last stable gradient smoothed
         self._motion_norm: float | None = None  # see tangents.motion_norm
         self._cache: tuple[tuple, np.ndarray, Any, dict] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0

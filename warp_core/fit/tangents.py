@@ -294,6 +294,7 @@ def smoothed_where_chaotic(
         d_log = sum(grad.get(n, 0.0) * values[n] for n in group)
         if not abs(d_log) * step <= limit:
             chaotic.append(group)
+    objective.smoothed_last = tuple(group[0] for group in chaotic)
     if not chaotic:
         return grad
     objective.n_smoothed += len(chaotic)
