@@ -13,7 +13,7 @@ from warp_core.fit import run as fit_run
 from warp_core.fit.adam import adam
 from warp_core.fit.global_search import SearchOptions, design_points, search
 from warp_core.fit.identifiability import identifiability
-from warp_core.fit.lbfgs import lbfgs
+from warp_core.fit.lbfgs import lbfgs, lbfgs_run
 from warp_core.fit.lm import levenberg_marquardt
 from warp_core.fit.optimize import STATIONARY_STOPS, FitDivergedError, OptimizeSettings
 from warp_core.fit.spec import ParameterSpec
@@ -554,6 +554,24 @@ def test_global_phase_leaves_a_local_minimum_and_stops_once_matched() -> None:
     assert found.global_phase and found.candidates == 3
     assert found.result.values["p"] == pytest.approx(math.exp(1.5), rel=1e-6)
     assert found.refined == 1  # matched after the first refinement: no second one
+    assert found.iterations == len(found.losses) - 1
+
+
+def test_global_phase_around_lbfgs_leaves_a_local_minimum_too() -> None:
+    # the same two valleys with L-BFGS as the local method (its gradient from J^T r here):
+    # descent from the start ends in the valley with a residual, a design start leads out
+    problem = TwoValleys()
+    spec = ParameterSpec(["p"], {"p": math.exp(-2.5)}, bounds={"p": (1e-3, 1e3)})
+    settings = OptimizeSettings(max_iterations=200, grad_tol=0.0, rel_loss_tol=1e-12, abs_loss_tol=1e-20)
+    options = SearchOptions(enabled=False, matched_loss=1e-12)
+    local = search(problem, spec, settings, options, local_method=lbfgs_run)
+    assert local.result.values["p"] < 1.0 and local.result.best_loss > 1e-3  # trapped
+    assert local.result.stationary and not local.global_phase
+    options = SearchOptions(plausible={"p": (0.01, 100.0)}, per_parameter=3, refine=2, matched_loss=1e-12)
+    found = search(problem, spec, settings, options, local_method=lbfgs_run)
+    assert found.global_phase and found.candidates == 3 and found.refined >= 1
+    assert found.result.values["p"] == pytest.approx(math.exp(1.5), rel=1e-5)
+    assert found.result.best_loss <= 1e-12
     assert found.iterations == len(found.losses) - 1
 
 

@@ -4,8 +4,10 @@ on the objective and assembles the result with its outcome.
 Levenberg–Marquardt (default up to 8 free parameters) takes the keyframe residuals and a
 Jacobian of forward tangents (see :mod:`.objective`), inside a trust region on the log
 step (:mod:`.lm`), started from the start values and, where that falls short, from a few
-space-filling points of the plausible ranges (:mod:`.global_search`). Adam (more
-parameters) takes the exact tape gradient. Parameters are optimized in log space within
+space-filling points of the plausible ranges (:mod:`.global_search`). L-BFGS (for more
+parameters than a Jacobian of tangents affords) runs inside the same global phase on the
+tape gradient; Adam steps along it from the start alone. Both take the ``stable`` gradient
+unless told otherwise. Parameters are optimized in log space within
 the model's hard limits, with a positive floor where a limit is 0 (``Parameter.floor``).
 """
 
@@ -22,7 +24,8 @@ from ..models import get_model
 from .adam import adam
 from .footage import fit_footage
 from .global_search import SearchOptions, SearchResult, search
-from .lbfgs import lbfgs
+from .lbfgs import lbfgs_run
+from .lm import trust_region_run
 from .objective import FitObjective
 from .optimize import FitDivergedError, OptimizeSettings
 from .outcome import fit_scales
@@ -160,12 +163,12 @@ def run_objective(
         residual_scale=objective.residual_scale(),
     )
     try:
-        if optimizer == "lm":
+        if optimizer in ("lm", "lbfgs"):
             options = _search_options(problem, spec, settings, 0.5 * points * scales.tolerance_m**2)
-            found = search(objective, spec, opt_settings, options, progress=progress, cancel=cancel)
+            local = trust_region_run if optimizer == "lm" else lbfgs_run
+            found = search(objective, spec, opt_settings, options, progress, cancel, local_method=local)
         else:
-            step = adam if optimizer == "adam" else lbfgs
-            result = step(objective, spec, opt_settings, progress=progress, cancel=cancel)
+            result = adam(objective, spec, opt_settings, progress=progress, cancel=cancel)
             found = SearchResult(result, list(result.loss_history), result.iterations)
     except FitDivergedError as e:
         result = failed_result(problem, spec, objective, optimizer, scales, one_line(e), t0)

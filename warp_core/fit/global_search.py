@@ -1,4 +1,8 @@
-"""A global phase around the local trust-region method, kept cheap for easy fits.
+"""A global phase around the local method, kept cheap for easy fits.
+
+The local method is Levenberg-Marquardt's trust region (``lm.trust_region_run``), or L-BFGS
+on the tape gradient (``lbfgs.lbfgs_run``) where there are too many parameters for a
+Jacobian of tangents; only the trust region stops early as "slow" (step 2).
 
 1. The local method runs from the start values first. Most fits end there: matched.
 2. Only when that run stops short of the targets (at an optimum that leaves them off, or
@@ -21,6 +25,7 @@ recovery points and the design (see :func:`~.optimize.start_point`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +45,12 @@ from .optimize import (
 from .run import Tracker
 from .spec import ParameterSpec
 
-__all__ = ["SearchOptions", "SearchResult", "design_points", "search"]
+__all__ = ["LocalMethod", "SearchOptions", "SearchResult", "design_points", "search"]
+
+# One local run from a start, sharing the fit's tracker: (problem, spec, settings, tracker,
+# start, report_start) -> result. Levenberg-Marquardt's trust region, or L-BFGS on the tape
+# gradient (``lbfgs.lbfgs_run``) for more parameters than a Jacobian of tangents affords.
+LocalMethod = Callable[..., OptimizeResult]
 
 # Two start points closer than this in every log value (a factor of 1.6) lead to the
 # same optimum: only one is refined.
@@ -107,6 +117,7 @@ def search(
     options: SearchOptions,
     progress: ProgressCallback | None = None,
     cancel: Any = None,
+    local_method: LocalMethod = trust_region_run,
 ) -> SearchResult:
     """The local method from the start, then the global phase where it falls short (see
     the module docstring). Raises ``FitDivergedError`` when no start point simulates."""
@@ -120,21 +131,20 @@ def search(
     z, values, r, warnings = start_point(spec, settings, evaluate, extra=design)
     tracker.warnings += warnings
     local = replace(settings, slow_exit=options.enabled)
-    best = trust_region_run(
+    best = local_method(
         problem, spec, local, tracker, RunState(z, r, None, settings.trust_radius, values), report_start=True
     )
     out = SearchResult(best, tracker.losses, 0)
-    run_state = _Refining(problem, spec, local, tracker, options, out, refined=[z])
+    run_state = _Refining(problem, spec, local, tracker, options, out, local_method, refined=[z])
     ranked: list[tuple[float, np.ndarray, np.ndarray]] | None = None
     if options.enabled and _short_of_target(best, options, tracker):
         out.global_phase = True
-        if best.state is not None:
-            run_state.refined.append(best.state.z)
+        run_state.refined.append(best.state.z if best.state is not None else _start_vector(spec, best.values))
         ranked = _ranked(problem, spec, design, run_state.refined, tracker, out)
         # after a slow run only starts already better than where it got are worth its budget
         run_state.refine(ranked, only_better=not best.stationary)
     while out.result.stop_reason == "slow" and out.result.state is not None:
-        out.result = trust_region_run(problem, spec, settings, tracker, out.result.state)
+        out.result = local_method(problem, spec, settings, tracker, out.result.state)
         if ranked is not None and _short_of_target(out.result, options, tracker) and out.result.stationary:
             # the slow run, resumed, ended at an optimum that leaves the targets off: the
             # design starts passed over so far may lead to another valley
@@ -157,6 +167,7 @@ class _Refining:
     tracker: Tracker
     options: SearchOptions
     out: SearchResult
+    local_method: LocalMethod
     refined: list[np.ndarray]
     cut: str | None = None  # "cancelled" or "time_budget" when that cut the phase short
 
@@ -176,7 +187,7 @@ class _Refining:
                 continue
             self.refined.append(z_c)
             out.refined += 1
-            run = trust_region_run(
+            run = self.local_method(
                 self.problem,
                 self.spec,
                 self.settings,

@@ -29,14 +29,16 @@ from .optimize import (
     OptimizeResult,
     OptimizeSettings,
     ProgressCallback,
+    RunState,
     eval_gradient,
     eval_residuals,
+    format_values,
     projected_gradient,
 )
-from .run import Run, start_gradient_run
+from .run import Run, Tracker, start_gradient_run
 from .spec import ParameterSpec
 
-__all__ = ["lbfgs"]
+__all__ = ["lbfgs", "lbfgs_run"]
 
 MEMORY = 8  # curvature pairs kept
 FIRST_STEP = 0.25  # largest log change of a step without curvature information (x1.28)
@@ -73,6 +75,44 @@ def lbfgs(
     """Projected L-BFGS with a backtracking line search on the log-space gradient."""
     settings = settings or OptimizeSettings()
     run, z, values, loss, g = start_gradient_run(problem, spec, settings, progress, cancel)
+    return _descend(problem, spec, settings, run, z, values, loss, g)
+
+
+def lbfgs_run(
+    problem: GradientProblem,
+    spec: ParameterSpec,
+    settings: OptimizeSettings,
+    tracker: Tracker,
+    start: RunState,
+    report_start: bool = False,
+) -> OptimizeResult:
+    """One L-BFGS run from ``start`` sharing ``tracker``'s budgets (a local method of the
+    global phase, as ``lm.trust_region_run``); the start's gradient is taken first. Ends
+    as "no_jacobian" where that gradient cannot be computed."""
+    run = Run(spec, tracker)
+    z = np.array(start.z, dtype=np.float64)
+    values = dict(start.values) if start.values is not None else spec.from_free(z)
+    found = eval_gradient(problem, spec, values, tracker.counter)
+    if found is None:
+        run.begin(values, 0.5 * float(start.r @ start.r), report_start)
+        tracker.warnings.append(f"the gradient cannot be computed at {format_values(values)}")
+        return run.result("no_jacobian", values, run.history[0])
+    loss, g = found
+    run.begin(values, loss, report_start)
+    return _descend(problem, spec, settings, run, z, values, loss, g)
+
+
+def _descend(
+    problem: GradientProblem,
+    spec: ParameterSpec,
+    settings: OptimizeSettings,
+    run: Run,
+    z: np.ndarray,
+    values: dict[str, float],
+    loss: float,
+    g: np.ndarray,
+) -> OptimizeResult:
+    """The L-BFGS iterations of ``run`` from ``z`` (loss and log-space gradient given)."""
     tracker = run.tracker
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     while not tracker.out_of_iterations():
