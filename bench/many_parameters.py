@@ -20,6 +20,10 @@ cloth (``DIR/LABEL/replays.json``);
 ``table --columns many/lm,timed/lbfgs`` prints per scene the replay RMSE, the fit's time
 and simulations of each, and on how many scenes the second is no worse and within 3x the
 first's time.
+
+Measured (robustness seed 21, scenes 0-11; the README has the table): L-BFGS on the stable
+gradient with 3x LM's time matched 11 of 12 within the tolerance, LM 10, Adam 3; L-BFGS's
+replay was no worse than LM's on 2 (where LM stalled or missed), within 3x of its time on 10.
 """
 
 from __future__ import annotations

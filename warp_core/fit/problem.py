@@ -121,7 +121,8 @@ class FitProblem:
 
 @dataclass
 class FitSettings:
-    optimizer: str = "auto"  # "lm", "adam" or "auto"
+    # "lm", "lbfgs", "adam" or "auto" (Levenberg-Marquardt up to 8 free parameters, L-BFGS above)
+    optimizer: str = "auto"
     max_iterations: int = 30  # accepted steps, over all runs of the fit
     time_budget_s: float | None = None
     rel_loss_tol: float = 1e-10
@@ -136,8 +137,10 @@ class FitSettings:
     device: str = "cpu"
     precision: str = "float64"
     adam_lr: float = 0.05
-    # the tape gradient Adam steps along: "stable" (the exact one where it does not explode,
-    # the implicit-solve one where it does) or "exact" (every CG iteration differentiated)
+    # the tape gradient L-BFGS and Adam step along: "stable" (per substep the exact reverse
+    # unless it explodes, then the implicit-solve one; per parameter the loss's slope over the
+    # tangent step where the tape claims that step moves the cloth by over a tenth of its
+    # motion) or "exact" (every CG iteration differentiated)
     gradient: str = "stable"
     recover_from_divergence: bool = True
     # the global phase (Levenberg–Marquardt only): start points per fitted parameter,
