@@ -26,6 +26,9 @@ from pathlib import Path
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from many_parameters import FIELDS as TWELVE  # noqa: E402  (every continuous field)
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
 from warp_core.fit import FitProblem, FitSettings, Target, tangents  # noqa: E402
@@ -35,20 +38,6 @@ from warp_core.losses import launch_vertex_distance_loss  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 KINDS = ("exact", "stable", "implicit")
-TWELVE = (
-    "tension_stiffness",
-    "compression_stiffness",
-    "shear_stiffness",
-    "bending_stiffness",
-    "tension_damping",
-    "compression_damping",
-    "shear_damping",
-    "bending_damping",
-    "air_damping",
-    "mass",
-    "pin_stiffness",
-    "goal_friction",
-)
 
 
 def sheet(n: int):
