@@ -143,7 +143,7 @@ class FitSettings:
     # motion) or "exact" (every CG iteration differentiated)
     gradient: str = "stable"
     recover_from_divergence: bool = True
-    # the global phase (Levenberg–Marquardt only): start points per fitted parameter,
+    # the global phase (Levenberg–Marquardt and L-BFGS): start points per fitted parameter,
     # how many of them are refined, and other start values to try (e.g. a preset's). One
     # simulation per point: on Blender-made scenes whose targets lie 50+ frames in, valleys
     # a factor of 1.5 wide were missed by 3 points per parameter and found by 8; of six
