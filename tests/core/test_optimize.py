@@ -13,9 +13,10 @@ from warp_core.fit import run as fit_run
 from warp_core.fit.adam import adam
 from warp_core.fit.global_search import SearchOptions, design_points, search
 from warp_core.fit.identifiability import identifiability
-from warp_core.fit.lbfgs import lbfgs, lbfgs_run
+from warp_core.fit.lbfgs import lbfgs, lbfgs_finished_run, lbfgs_run
 from warp_core.fit.lm import levenberg_marquardt
-from warp_core.fit.optimize import STATIONARY_STOPS, FitDivergedError, OptimizeSettings
+from warp_core.fit.optimize import STATIONARY_STOPS, FitDivergedError, OptimizeSettings, RunState
+from warp_core.fit.run import Tracker
 from warp_core.fit.spec import ParameterSpec
 from warp_core.fit.subproblem import minimize_box_quadratic
 
@@ -402,6 +403,62 @@ def test_lbfgs_line_search_reaches_a_valley_far_narrower_than_its_first_step() -
     assert problem.residual_calls > 0
     assert problem.gradients == res.n_gradient_evals
     assert res.n_gradient_evals <= 2 * res.iterations + 2
+
+
+class BiasedSlope:
+    """r = (log p - log 3, 10 (log q - log 0.2)) with exact residuals and Jacobian but a
+    gradient off by a fixed 1e-4 in log space, as the stable gradient is near an optimum:
+    descent along it settles where the biased slope vanishes, not at the minimum."""
+
+    names = ["p", "q"]
+    bias = np.array([1e-4, -1e-4])
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        return np.array([math.log(v["p"] / 3.0), 10.0 * math.log(v["q"] / 0.2)])
+
+    def log_jacobian(self, v: dict[str, float]) -> np.ndarray:
+        return np.diag([1.0, 10.0])
+
+    def gradient(self, v: dict[str, float]) -> tuple[float, dict[str, float]]:
+        r = self.residuals(v)
+        g_log = self.log_jacobian(v).T @ r + self.bias
+        return 0.5 * float(r @ r), {"p": g_log[0] / v["p"], "q": g_log[1] / v["q"]}
+
+
+def _finish_start(problem: BiasedSlope, spec: ParameterSpec) -> RunState:
+    values = dict(spec.initial)
+    return RunState(spec.to_free(values), problem.residuals(values), None, 1.0, values)
+
+
+def test_a_finished_lbfgs_run_reaches_the_minimum_its_biased_gradient_misses() -> None:
+    problem = BiasedSlope()
+    spec = ParameterSpec(BiasedSlope.names, {"p": 1.0, "q": 1.0})
+    settings = OptimizeSettings(max_iterations=200, rel_loss_tol=1e-12, abs_loss_tol=1e-20)
+    alone = lbfgs_run(problem, spec, settings, Tracker(settings, None, None), _finish_start(problem, spec))
+    # the biased slope vanishes 1e-4 off in log p and 1e-6 off in log q: loss ~5e-9
+    assert alone.best_loss > 1e-9 and alone.finished_by is None
+    tracker = Tracker(settings, None, None)
+    finished = lbfgs_finished_run(problem, spec, settings, tracker, _finish_start(problem, spec))
+    assert finished.finished_by == "trust_region" and finished.stationary
+    assert finished.best_loss <= 1e-20
+    assert finished.values["p"] == pytest.approx(3.0, rel=1e-9)
+    assert finished.values["q"] == pytest.approx(0.2, rel=1e-9)
+    # one history over both methods, falling throughout, as the tracker reported it
+    assert np.all(np.diff(finished.loss_history) <= 0.0)
+    assert finished.iterations == len(finished.loss_history) - 1 == tracker.steps
+    assert finished.n_gradient_evals > 0 and finished.n_jacobian_evals > 0
+
+
+def test_a_finished_lbfgs_run_keeps_to_the_budgets_it_shares() -> None:
+    # with the iterations spent by the L-BFGS steps the trust region never starts
+    problem = BiasedSlope()
+    spec = ParameterSpec(BiasedSlope.names, {"p": 1.0, "q": 1.0})
+    settings = OptimizeSettings(max_iterations=3, rel_loss_tol=0.0, abs_loss_tol=1e-20)
+    found = lbfgs_finished_run(
+        problem, spec, settings, Tracker(settings, None, None), _finish_start(problem, spec)
+    )
+    assert found.stop_reason == "max_iterations" and found.finished_by is None
+    assert found.n_jacobian_evals == 0
 
 
 def test_lbfgs_stops_at_a_bound_the_optimum_lies_beyond() -> None:

@@ -5,9 +5,11 @@ Levenberg–Marquardt (default up to 8 free parameters) takes the keyframe resid
 Jacobian of forward tangents (see :mod:`.objective`), inside a trust region on the log
 step (:mod:`.lm`), started from the start values and, where that falls short, from a few
 space-filling points of the plausible ranges (:mod:`.global_search`). L-BFGS (the default
-for more parameters than a Jacobian of tangents affords) runs inside the same global phase
-on the tape gradient; Adam (on request) steps along it from the start alone. Both take the
-``stable`` gradient unless told otherwise. Parameters are optimized in log space within
+for more parameters than a Jacobian of tangents at every step affords) runs inside the same
+global phase on the tape gradient, and where it slows down or stops short the trust region
+finishes from its best point (:func:`.lbfgs.lbfgs_finished_run`; the report's
+``search.finished_by``); Adam (on request) steps along the gradient from the start alone.
+Both take the ``stable`` gradient unless told otherwise. Parameters are optimized in log space within
 the model's hard limits, with a positive floor where a limit is 0 (``Parameter.floor``).
 """
 
@@ -24,7 +26,7 @@ from ..models import get_model
 from .adam import adam
 from .footage import fit_footage
 from .global_search import SearchOptions, SearchResult, search
-from .lbfgs import lbfgs_run
+from .lbfgs import lbfgs_finished_run
 from .lm import trust_region_run
 from .objective import FitObjective
 from .optimize import FitDivergedError, OptimizeSettings
@@ -168,7 +170,7 @@ def run_objective(
     try:
         if optimizer in ("lm", "lbfgs"):
             options = _search_options(problem, spec, settings, 0.5 * points * scales.tolerance_m**2)
-            local = trust_region_run if optimizer == "lm" else lbfgs_run
+            local = trust_region_run if optimizer == "lm" else lbfgs_finished_run
             found = search(objective, spec, opt_settings, options, progress, cancel, local_method=local)
         else:
             result = adam(objective, spec, opt_settings, progress=progress, cancel=cancel)

@@ -1,8 +1,9 @@
 """A global phase around the local method, kept cheap for easy fits.
 
 The local method is Levenberg-Marquardt's trust region (``lm.trust_region_run``), or L-BFGS
-on the tape gradient (``lbfgs.lbfgs_run``) where there are too many parameters for a
-Jacobian of tangents; only the trust region stops early as "slow" (step 2).
+on the tape gradient where there are more parameters than a Jacobian of tangents at every
+step affords (``lbfgs.lbfgs_finished_run``: the trust region finishes what it leaves); only
+the trust region stops early as "slow" (step 2).
 
 1. The local method runs from the start values first. Most fits end there: matched.
 2. Only when that run stops short of the targets (at an optimum that leaves them off, or
@@ -49,7 +50,7 @@ __all__ = ["LocalMethod", "SearchOptions", "SearchResult", "design_points", "sea
 
 # One local run from a start, sharing the fit's tracker: (problem, spec, settings, tracker,
 # start, report_start) -> result. Levenberg-Marquardt's trust region, or L-BFGS on the tape
-# gradient (``lbfgs.lbfgs_run``) for more parameters than a Jacobian of tangents affords.
+# gradient (``lbfgs.lbfgs_run``, or ``lbfgs_finished_run`` with the trust region's finish).
 LocalMethod = Callable[..., OptimizeResult]
 
 # Two start points closer than this in every log value (a factor of 1.6) lead to the

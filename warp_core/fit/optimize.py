@@ -124,6 +124,7 @@ class OptimizeResult:
     warnings: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # free parameters held at the last step
     state: RunState | None = None
+    finished_by: str | None = None  # "trust_region" where it finished an L-BFGS run
 
     @property
     def initial_loss(self) -> float:

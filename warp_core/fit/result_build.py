@@ -98,8 +98,10 @@ def build_result(
     errors = objective.errors(values)
     all_errors = np.concatenate(list(errors.values()))
     rmse = objective.rmse(values)
-    # a first-order run (Adam, L-BFGS) cannot tell an optimum from a stall but by a zero gradient
-    stationary = result.stationary if optimizer == "lm" else result.stop_reason == "converged_gradient"
+    # a first-order run (Adam, L-BFGS) cannot tell an optimum from a stall but by a zero
+    # gradient; one the trust region finished can, as Levenberg-Marquardt
+    by_trust_region = optimizer == "lm" or result.finished_by == "trust_region"
+    stationary = result.stationary if by_trust_region else result.stop_reason == "converged_gradient"
     outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
     rounding_gap = objective.rounding_gap(values) if outcome == "converged" else None
     rounding = rounding_check(rmse, rounding_gap, scales.tolerance_m, scales.unit)
@@ -222,7 +224,14 @@ def _roughness(objective: FitObjective, spec: ParameterSpec, values: dict[str, f
 
 
 def _search_summary(found: SearchResult) -> dict[str, object]:
-    return {"global_phase": found.global_phase, "candidates": found.candidates, "refined": found.refined}
+    out: dict[str, object] = {
+        "global_phase": found.global_phase,
+        "candidates": found.candidates,
+        "refined": found.refined,
+    }
+    if found.result.finished_by is not None:
+        out["finished_by"] = found.result.finished_by
+    return out
 
 
 def start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
