@@ -21,9 +21,15 @@ cloth (``DIR/LABEL/replays.json``);
 and simulations of each, and on how many scenes the second is no worse and within 3x the
 first's time.
 
-Measured (robustness seed 21, scenes 0-11; the README has the table): L-BFGS on the stable
-gradient with 3x LM's time matched 11 of 12 within the tolerance, LM 10, Adam 3; L-BFGS's
-replay was no worse than LM's on 2 (where LM stalled or missed), within 3x of its time on 10.
+``--start-jitter 1e-3`` starts every value 0.1 % off (how much a fit's end depends on its
+start); ``table --columns many/lm,cycle/lbfgs,lmjit/lm`` also counts the second column no
+worse than the worse of the first and third.
+
+Measured (the README has the tables): with 3x LM's time, L-BFGS on the stable gradient,
+finished by the trust region, matched within the tolerance on 11 of 12 scenes of robustness
+seed 21 (LM 10) and 9 of 12 of seed 22 (LM 9); its replay was no worse than LM's on 6 of each
+(L-BFGS alone: 2 of seed 21), 0.55x and 0.70x LM's over the twelve (geometric mean); LM's own
+fit from a start 0.1 % off was no worse than LM's on 8 of seed 21.
 """
 
 from __future__ import annotations
@@ -62,8 +68,14 @@ GOAL_FRICTION_START = 0.1  # the low end of its plausible range, where Blender's
 from robustness import indices  # noqa: E402
 
 
-def fit_one(npz: Path, optimizer: str, out: Path, max_iters: int, budget_s: float | None = None) -> None:
-    """One fit in this process: the problem with every field free, the result as JSON."""
+def fit_one(
+    npz: Path, optimizer: str, out: Path, max_iters: int, budget_s: float | None = None, jitter: float = 0.0
+) -> None:
+    """One fit in this process: the problem with every field free, the result as JSON.
+    With ``jitter``, every start value is first multiplied by exp(jitter * u), u uniform in
+    [-1, 1] (seeded by the scene's index): how much the result depends on where it starts."""
+    import numpy as np
+
     from warp_core.fit import FitSettings, fit
     from warp_core.fit.problem_io import load_problem
 
@@ -71,6 +83,11 @@ def fit_one(npz: Path, optimizer: str, out: Path, max_iters: int, budget_s: floa
     start = problem.params
     if start.goal_friction == 0.0:  # Blender's default; a fit works on ratios
         start = start.replace(goal_friction=GOAL_FRICTION_START)
+    if jitter:
+        rng = np.random.default_rng(int(npz.stem.split("_")[-1]))
+        factors = np.exp(jitter * rng.uniform(-1.0, 1.0, size=len(FIELDS)))
+        moved = {n: float(getattr(start, n) * f) for n, f in zip(FIELDS, factors, strict=True)}
+        start = start.replace(**moved)
     problem = replace(problem, params=start, fit=list(FIELDS), ties={}, bounds={})
     settings = FitSettings(optimizer=optimizer, max_iterations=max_iters, time_budget_s=budget_s)
     result = fit(problem, settings)
@@ -94,9 +111,11 @@ def run_fits(args: argparse.Namespace) -> None:
         result = many / f"{npz.stem}.{opt}.json"
         result.unlink(missing_ok=True)
         command = [sys.executable, __file__, "one", str(npz), opt, str(result), str(args.max_iters)]
+        budget = ""
         if args.budget_factor:  # a multiple of the Levenberg-Marquardt fit's time
             lm = json.loads((args.scenes / args.budget_from / f"{npz.stem}.lm.json").read_text())
-            command.append(str(args.budget_factor * lm["summary"]["seconds"]))
+            budget = str(args.budget_factor * lm["summary"]["seconds"])
+        command += [budget, str(args.start_jitter)]
         t0 = time.perf_counter()
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
@@ -140,7 +159,9 @@ def run_replays(args: argparse.Namespace) -> None:
 def run_table(args: argparse.Namespace) -> None:
     """Per scene and column (``LABEL/OPTIMIZER``): Blender's replay RMSE, the fit's own
     RMSE, its seconds, simulations and outcome; then how often the second column's replay
-    is no worse than the first's and its time within 3x."""
+    is no worse than the first's and its time within 3x. A third column, the first's fit
+    again from a jittered start (``--start-jitter``), also counts how often the second is
+    no worse than the worse of those two: within the first's own spread."""
     columns = [c.split("/") for c in args.columns.split(",")]
     rows: dict[str, list[dict]] = {}
     for label, opt in columns:
@@ -155,7 +176,7 @@ def run_table(args: argparse.Namespace) -> None:
             f"| {c:>18s}: replay mm  model mm       s  sims    outcome " for c in args.columns.split(",")
         )
     )
-    no_worse = within_time = both = 0
+    no_worse = within_time = both = within_spread = 0
     for scene, entries in sorted(rows.items()):
         if len(entries) != len(columns) or not all("replay_rmse_m" in e for e in entries):
             print(f"{scene:10s}| (missing)")
@@ -171,17 +192,24 @@ def run_table(args: argparse.Namespace) -> None:
             better = second["replay_rmse_m"] <= first["replay_rmse_m"]
             quick = second["seconds"] <= 3.0 * first["seconds"]
             no_worse, within_time, both = no_worse + better, within_time + quick, both + (better and quick)
+        if len(entries) >= 3:
+            spread = max(entries[0]["replay_rmse_m"], entries[2]["replay_rmse_m"])
+            within_spread += entries[1]["replay_rmse_m"] <= spread
     if len(columns) >= 2:
         print(
             f"{columns[1]} against {columns[0]} on {len(rows)} scenes: replay no worse {no_worse}, "
             f"time within 3x {within_time}, both {both}"
         )
+    if len(columns) >= 3:
+        print(f"{columns[1]} no worse than the worse of {columns[0]} and {columns[2]}: {within_spread}")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["one"]:
-        fit_one(Path(argv[1]), argv[2], Path(argv[3]), int(argv[4]), float(argv[5]) if argv[5:] else None)
+        budget = float(argv[5]) if argv[5:6] not in ([], [""]) else None
+        jitter = float(argv[6]) if argv[6:] else 0.0
+        fit_one(Path(argv[1]), argv[2], Path(argv[3]), int(argv[4]), budget, jitter)
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("phase", choices=["fit", "replay", "table"])
@@ -196,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-factor", type=float, default=0.0, help="time budget: this times the LM fit's seconds"
     )
     ap.add_argument("--budget-from", default="many", help="the subfolder holding those LM fits")
+    ap.add_argument(
+        "--start-jitter",
+        type=float,
+        default=0.0,
+        help="multiply each start value by exp(J u), u uniform in [-1, 1] seeded by the scene",
+    )
     args = ap.parse_args(argv)
     {"fit": run_fits, "replay": run_replays, "table": run_table}[args.phase](args)
     return 0
