@@ -9,8 +9,9 @@ for more parameters than a Jacobian of tangents at every step affords) runs insi
 global phase on the tape gradient, and where it slows down or stops short the trust region
 finishes from its best point (:func:`.lbfgs.lbfgs_finished_run`; the report's
 ``search.finished_by``); Adam (on request) steps along the gradient from the start alone.
-Both take the ``stable`` gradient unless told otherwise. Parameters are optimized in log space within
-the model's hard limits, with a positive floor where a limit is 0 (``Parameter.floor``).
+Both take the ``stable`` gradient unless told otherwise. Parameters are optimized in log
+space within the model's hard limits, with a positive floor where a limit is 0
+(``Parameter.floor``).
 """
 
 from __future__ import annotations

@@ -163,9 +163,8 @@ def lbfgs_finished_run(
         if not _goes_on(best, settings, tracker):
             break
         before = best.best_loss
-        if best.state is not None:  # the trust region's own point and residuals
-            r = best.state.r
-        here = RunState(spec.to_free(best.values), r, None, settings.trust_radius, best.values)
+        if best.state is not None:  # the trust region's own point and residuals, its Jacobian dropped
+            here = replace(best.state, jacobian=None, radius=settings.trust_radius)
         best = joined.add(lbfgs_run(problem, spec, settings, tracker, here, slow_window=window))
         if not best.best_loss < CYCLE_GAIN * before:
             break
