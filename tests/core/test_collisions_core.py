@@ -100,6 +100,43 @@ def test_more_candidates_than_room_gives_the_same_result(monkeypatch):
     assert np.array_equal(wide, narrow)
 
 
+def test_rollouts_side_by_side_capture_their_new_graphs_alone():
+    """Warp records every thread's CPU work into a graph being captured, so simulators run
+    side by side must not capture on their threads: after their collision stages lose their
+    room (as when a contact-rich rollout grows it), each needs new graphs, and the pool runs
+    those jobs again alone. The positions are those of one rollout after another, bit for
+    bit, and the stages grew again."""
+    from warp_core.capture import CaptureOnWorker, check_capture_allowed, side_by_side
+    from warp_core.fit.tangents import RolloutPool
+
+    params = ClothParams(colliders=(plane_collider(),))
+
+    def build() -> ClothSimulator:
+        return ClothSimulator(grid_mesh(8, 8, 1.0), params, precision="float64")
+
+    def job(tension: float):
+        def run(sim: ClothSimulator) -> np.ndarray:
+            sim.set_params({"tension_stiffness": tension})
+            return sim.rollout(1 + FRAMES).numpy()
+
+        return run
+
+    tensions = [10.0, 20.0, 30.0, 40.0]
+    alone = [job(t)(build()) for t in tensions]
+    main, pool = build(), RolloutPool(build)
+    first = pool.run(main, [job(t) for t in tensions], 2)
+    assert all(np.array_equal(a, b) for a, b in zip(first, alone, strict=True))
+    sims = [main, *pool._sims]
+    for sim in sims:
+        sim.solver.collisions.set_slots(1)  # every cloth triangle over the diagonal overflows
+    again = pool.run(main, [job(t) for t in tensions], 2)
+    assert all(np.array_equal(a, b) for a, b in zip(again, alone, strict=True))
+    assert all(sim.solver.collisions.slots == 2 for sim in sims)
+    with side_by_side(), pytest.raises(CaptureOnWorker):
+        check_capture_allowed()
+    check_capture_allowed()  # the mark ends with the block
+
+
 def test_tape_gradient_is_refused_with_collisions():
     sim = ClothSimulator(
         grid_mesh(4, 4, 1.0), ClothParams(colliders=(plane_collider(),)), precision="float64"

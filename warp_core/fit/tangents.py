@@ -6,8 +6,10 @@ side on the CPU's cores; the global phase's start points run side by side the sa
 Warp's CPU kernels run without Python's lock, so two simulators of the same problem, each
 with its own buffers and captured graphs, simulate at once: on a 2-core machine two
 30 x 30 rollouts took 0.44 s together against 0.73 s one after the other, with the same
-positions bit for bit. On a GPU the rollouts stay one after the other (one device, and
-the batch belongs in the kernels there).
+positions bit for bit. No graph is captured on those threads (a capture records every
+thread's CPU work, ``warp_core.capture``): a job that needs one, as a collision stage that
+grows its room for contacts does, runs again alone once the others end. On a GPU the
+rollouts stay one after the other (one device, and the batch belongs in the kernels there).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ..capture import CaptureOnWorker, side_by_side
 
 if TYPE_CHECKING:
     # the objective imports this module for its Jacobian
@@ -72,10 +76,27 @@ class RolloutPool:
         with ThreadPoolExecutor(max_workers=len(sims)) as pool:
             for start in range(0, len(pending), len(sims)):
                 batch = pending[start : start + len(sims)]
-                futures = [pool.submit(jobs[k], sims[i]) for i, k in enumerate(batch)]
-                for k, future in zip(batch, futures, strict=True):
-                    results[k] = future.result()
+                futures = [pool.submit(_beside_others, jobs[k], sims[i]) for i, k in enumerate(batch)]
+                # every job of the batch ends before any runs again alone or the next batch starts
+                done = [_outcome(future) for future in futures]
+                for i, (k, (value, error)) in enumerate(zip(batch, done, strict=True)):
+                    if isinstance(error, CaptureOnWorker):
+                        value, error = jobs[k](sims[i]), None  # its new graphs are captured alone
+                    if error is not None:
+                        raise error
+                    results[k] = value
         return results  # type: ignore[return-value]
+
+
+def _beside_others(job: Callable[[Any], np.ndarray], sim: Any) -> np.ndarray:
+    with side_by_side():
+        return job(sim)
+
+
+def _outcome(future: Future) -> tuple[Any, BaseException | None]:
+    """(result, None) or (None, the exception), once the future is done."""
+    error = future.exception()
+    return (None, error) if error is not None else (future.result(), None)
 
 
 def batch_width(objective: FitObjective, rollouts: int) -> int:

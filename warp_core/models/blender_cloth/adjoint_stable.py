@@ -33,6 +33,7 @@ import functools
 
 import warp as wp
 
+from ...capture import check_capture_allowed
 from .buffers import SubstepBuffers
 from .force_kernels import NO_FMA, force_kernels
 from .state import ClothState
@@ -143,6 +144,7 @@ class ImplicitSubstepReverse:
             return
         self.cg.frozen.fill_(iterations)
         if graph_key not in self.graphs:
+            check_capture_allowed()
             d = self.solver.arrays.device
             with wp.ScopedCapture(device=d, force_module_load=False) as capture:
                 self._reverse(settings, params, start, inputs, out, iterations, in_graph=True)

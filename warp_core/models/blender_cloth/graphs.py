@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
+from ...capture import check_capture_allowed
 from .buffers import SubstepBuffers
 from .params import ClothParams
 from .schedule import SubstepSchedule
@@ -67,6 +68,7 @@ class SubstepGraphs:
         key = (graph_key(settings, schedule), id(buf), self._collision_key())
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
+        check_capture_allowed()  # a capture records every thread's CPU work (warp_core.capture)
         a = self.solver.arrays
         d = a.device
         n = a.vertex_count
