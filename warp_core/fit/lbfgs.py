@@ -66,9 +66,9 @@ FINISH_STOPS = ("no_progress", "converged_loss", "converged_gradient", "slow_des
 # trial), a Jacobian of tangents two per parameter, so by then L-BFGS has spent one trust-region
 # step's rollouts without halving the loss. Measured on 12 Blender-made scenes with 12 free
 # parameters (one trust-region pass, no L-BFGS re-run), handing over after 4 steps or after 10
-# moved no fit's outcome class but scene 2's
-# (stalled at 3.1 mm after 4, matched after 10); the final RMSE below the tolerance went either
-# way between them, scene by scene, as between Levenberg-Marquardt and L-BFGS.
+# moved no fit's outcome class but scene 2's (stalled at a model RMSE of 3.1 mm after 4,
+# matched after 10); the final RMSE below the tolerance went either way between them, scene by
+# scene, as between Levenberg-Marquardt and L-BFGS.
 MIN_WINDOW = 4
 # Where the trust region stops, L-BFGS runs again (fresh memory); another round follows only
 # if that pass took the loss below this fraction of where it started

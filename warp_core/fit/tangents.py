@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,26 +77,18 @@ class RolloutPool:
             for start in range(0, len(pending), len(sims)):
                 batch = pending[start : start + len(sims)]
                 futures = [pool.submit(_beside_others, jobs[k], sims[i]) for i, k in enumerate(batch)]
-                # every job of the batch ends before any runs again alone or the next batch starts
-                done = [_outcome(future) for future in futures]
-                for i, (k, (value, error)) in enumerate(zip(batch, done, strict=True)):
-                    if isinstance(error, CaptureOnWorker):
-                        value, error = jobs[k](sims[i]), None  # its new graphs are captured alone
-                    if error is not None:
-                        raise error
-                    results[k] = value
+                wait(futures)  # every job of the batch ends before any runs again alone
+                for i, (k, future) in enumerate(zip(batch, futures, strict=True)):
+                    try:
+                        results[k] = future.result()
+                    except CaptureOnWorker:
+                        results[k] = jobs[k](sims[i])  # its new graphs are captured alone
         return results  # type: ignore[return-value]
 
 
 def _beside_others(job: Callable[[Any], np.ndarray], sim: Any) -> np.ndarray:
     with side_by_side():
         return job(sim)
-
-
-def _outcome(future: Future) -> tuple[Any, BaseException | None]:
-    """(result, None) or (None, the exception), once the future is done."""
-    error = future.exception()
-    return (None, error) if error is not None else (future.result(), None)
 
 
 def batch_width(objective: FitObjective, rollouts: int) -> int:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import warp as wp
 
-from ...capture import check_capture_allowed
+from ...capture import graph_capture
 from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
 from .adjoint_stable import ImplicitSubstepReverse, SubstepGuard
 from .buffers import SubstepBuffers
@@ -243,9 +243,8 @@ def record_rollout_backward(
                 # per block bound the count reaches (CG_BLOCK_BOUNDS): at most 3 masked
                 length = next(b for b in CG_BLOCK_BOUNDS if b >= iterations)
                 if (k, length) not in graphs:
-                    check_capture_allowed()
                     inner = wp.Tape()
-                    with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+                    with graph_capture(d, force_module_load=False) as capture:
                         with inner:
                             substep(buf, goal_old, goal_new, True, k, length)
                         reverse(inner)

@@ -33,7 +33,7 @@ import functools
 
 import warp as wp
 
-from ...capture import check_capture_allowed
+from ...capture import graph_capture
 from .buffers import SubstepBuffers
 from .force_kernels import NO_FMA, force_kernels
 from .state import ClothState
@@ -144,9 +144,8 @@ class ImplicitSubstepReverse:
             return
         self.cg.frozen.fill_(iterations)
         if graph_key not in self.graphs:
-            check_capture_allowed()
             d = self.solver.arrays.device
-            with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+            with graph_capture(d, force_module_load=False) as capture:
                 self._reverse(settings, params, start, inputs, out, iterations, in_graph=True)
             self.graphs[graph_key] = capture.graph
         wp.capture_launch(self.graphs[graph_key])

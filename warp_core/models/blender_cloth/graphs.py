@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
-from ...capture import check_capture_allowed
+from ...capture import graph_capture
 from .buffers import SubstepBuffers
 from .params import ClothParams
 from .schedule import SubstepSchedule
@@ -68,7 +68,6 @@ class SubstepGraphs:
         key = (graph_key(settings, schedule), id(buf), self._collision_key())
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
-        check_capture_allowed()  # a capture records every thread's CPU work (warp_core.capture)
         a = self.solver.arrays
         d = a.device
         n = a.vertex_count
@@ -87,7 +86,7 @@ class SubstepGraphs:
         self.solver.load_modules()
         for k in range(len(schedule)):
             inputs = SubstepInputs.of(io.goal_old, io.goal_new, schedule, k)
-            with wp.ScopedCapture(device=d, force_module_load=False) as capture:
+            with graph_capture(d, force_module_load=False) as capture:
                 self.solver.launch(settings, buf, params, io.state, inputs, io.next_state, _IN_GRAPH)
                 wp.launch(
                     kernels.count_iterations,

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
-from ...capture import check_capture_allowed
+from ...capture import graph_capture
 from ...mesh import ClothMesh
 from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
 from .lattice import Lattice, build_lattice
@@ -309,8 +309,7 @@ class SoftBodySimulator:
             return
         graph = self._graphs.get(parity)
         if graph is None:
-            check_capture_allowed()
-            with wp.ScopedCapture(device=self.device) as capture:
+            with graph_capture(self.device) as capture:
                 self._substeps(parity)
             graph = self._graphs[parity] = capture.graph
         wp.capture_launch(graph)
