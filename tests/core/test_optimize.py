@@ -458,7 +458,7 @@ def test_a_finished_lbfgs_run_keeps_to_the_budgets_it_shares() -> None:
         problem, spec, settings, Tracker(settings, None, None), _finish_start(problem, spec)
     )
     assert found.stop_reason == "max_iterations" and found.finished_by is None
-    assert found.n_jacobian_evals == 0
+    assert found.n_jacobian_evals == 1  # the Gauss-Newton curvature's at the start, no trust region's
 
 
 def test_lbfgs_stops_at_a_bound_the_optimum_lies_beyond() -> None:
@@ -646,3 +646,62 @@ def test_design_points_fill_the_plausible_box_and_repeat() -> None:
     assert len(np.unique(np.round(a, 9))) == 6  # one point per stratum of each parameter
     again = design_points(spec, plausible, 3)
     assert all(np.array_equal(p, q) for p, q in zip(points, again, strict=True))
+
+
+class LogLinear:
+    """r = D (log v - log v*) with curvatures 1 to 1e6 apart between the log values (as
+    stiffness and damping are), exact gradient and log-space Jacobian: Gauss-Newton's
+    model is the loss itself."""
+
+    names = ["a", "b", "c"]
+    scale = np.array([1.0, 30.0, 1000.0])
+    optimum = np.array([2.0, 0.5, 40.0])
+
+    def __init__(self) -> None:
+        self.gradients = 0
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        z = np.log([v[n] for n in self.names])
+        return self.scale * (z - np.log(self.optimum))
+
+    def log_jacobian(self, v: dict[str, float]) -> np.ndarray:
+        return np.diag(self.scale)
+
+    def gradient(self, v: dict[str, float]) -> tuple[float, dict[str, float]]:
+        self.gradients += 1
+        r = self.residuals(v)
+        g_log = self.scale * r
+        return 0.5 * float(r @ r), {n: g_log[k] / v[n] for k, n in enumerate(self.names)}
+
+
+def test_a_finished_lbfgs_run_steps_with_gauss_newton_curvature() -> None:
+    # every start value within the trust region's start radius (x4) of the optimum: the
+    # step that minimises J^T J's model is the optimum, where a scaled identity needs many
+    problem = LogLinear()
+    spec = ParameterSpec(LogLinear.names, {"a": 1.0, "b": 1.5, "c": 20.0})
+    settings = OptimizeSettings(max_iterations=100, rel_loss_tol=0.0, abs_loss_tol=1e-20)
+    tracker = Tracker(settings, None, None)
+    found = lbfgs_finished_run(problem, spec, settings, tracker, _finish_start(problem, spec))
+    assert found.finished_by is None  # L-BFGS got there on its own
+    assert found.loss_history[1] <= 1e-10 * found.loss_history[0]  # the first step, to its ridge
+    assert found.best_loss <= 1e-20 and found.iterations <= 3
+    assert found.n_jacobian_evals == 1  # the curvature's, at the start
+    for k, name in enumerate(LogLinear.names):
+        assert found.values[name] == pytest.approx(LogLinear.optimum[k], rel=1e-9)
+    plain = lbfgs_run(problem, spec, settings, Tracker(settings, None, None), _finish_start(problem, spec))
+    assert plain.iterations > 5 * found.iterations
+
+
+def test_gauss_newton_curvature_steps_stay_in_the_start_radius_and_the_bounds() -> None:
+    problem = LogLinear()
+    # c's optimum, 40, is 400x from its start; b's bound stops it at 0.8
+    spec = ParameterSpec(LogLinear.names, {"a": 1.0, "b": 1.5, "c": 0.1}, bounds={"b": (0.8, 10.0)})
+    settings = OptimizeSettings(max_iterations=100, rel_loss_tol=0.0, abs_loss_tol=1e-20)
+    tracker = Tracker(settings, None, None)
+    found = lbfgs_finished_run(problem, spec, settings, tracker, _finish_start(problem, spec))
+    assert found.values["b"] == pytest.approx(0.8, rel=1e-12)
+    assert found.values["a"] == pytest.approx(2.0, rel=1e-9)
+    assert found.values["c"] == pytest.approx(40.0, rel=1e-9)
+    # log 400 / log 4: at least five steps of the radius for c, none past it
+    assert found.iterations >= math.ceil(math.log(400.0) / settings.trust_radius)
+    assert np.all(np.diff(found.loss_history) <= 0.0)

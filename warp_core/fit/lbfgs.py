@@ -17,27 +17,39 @@ slope, so when a quasi-Newton step finds no such point the memory is dropped and
 is tried along the gradient alone; only when that fails too does the run stop
 ("no_progress").
 
+Within a finished run (``lbfgs_finished_run``), L-BFGS takes its curvature from Gauss-Newton:
+one Jacobian of tangents at its start gives J^T J, BFGS updates it with each step's gradient
+pair, and each step minimises that model in the trust region's start box
+(``GaussNewtonCurvature``); a plain L-BFGS pass starts from a scaled identity, which has to
+learn over many steps that stiffness and damping differ in curvature by orders of magnitude.
+Measured on 12 Blender-made scenes with every stiffness and damping free (seed 25, 3x
+Levenberg-Marquardt's time), with it and the hand-over after 4 steps (below; it was 12): 10
+matched within the tolerance where 8 did before (two had run out of budget still descending),
+and the replay was no worse than LM's on 6, not 4; on seed 22, not looked at while building
+it, 9 matched as before (LM 9), no worse than LM on 5 (before 6).
+
 Where L-BFGS stops short of the stop loss at what looks like an optimum (no step found, the
-loss no longer falling, or not halved over as many steps as there are free parameters),
+loss no longer falling, or not halved over the steps that cost one Jacobian's rollouts),
 ``lbfgs_finished_run`` goes on with Levenberg-Marquardt's trust region from there
-(``lm.trust_region_run``), within the same budgets, and where that stops, with L-BFGS again,
-for as long as an L-BFGS pass gains ``CYCLE_GAIN``. Near the optimum the stable gradient's
-remaining error is as large as the slope itself: measured on a Blender-made scene with every
-stiffness and damping free, the line searches shrank to 1e-5 of the quasi-Newton step there,
-and over 12 such scenes L-BFGS alone ended 4.6x above the replay RMSE Levenberg-Marquardt
-reached (geometric mean), finished 0.55x. The trust region's Jacobian of tangents (two
-rollouts a free parameter) measures the slope over a 1 % step, where the stable gradient
-cannot; L-BFGS does the long descent on gradients of about two rollouts each.
+(``lm.trust_region_run``), within the same budgets, and where that stops, with L-BFGS again
+(its curvature from the trust region's last Jacobian), for as long as an L-BFGS pass gains
+``CYCLE_GAIN``. Near the optimum the stable gradient's remaining error is as large as the
+slope itself: measured on a Blender-made scene with every stiffness and damping free, the
+line searches shrank to 1e-5 of the quasi-Newton step there, and over 12 such scenes L-BFGS
+alone ended 4.6x above the replay RMSE Levenberg-Marquardt reached (geometric mean), finished
+0.55x. The trust region's Jacobian of tangents (two rollouts a free parameter) measures the
+slope over a 1 % step, where the stable gradient cannot.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from .lm import trust_region_run
+from .lm import trust_region_run, weak_columns
 from .optimize import (
     GradientProblem,
     OptimizeResult,
@@ -45,12 +57,14 @@ from .optimize import (
     ProgressCallback,
     RunState,
     eval_gradient,
+    eval_jacobian,
     eval_residuals,
     format_values,
     projected_gradient,
 )
 from .run import Run, Tracker, start_gradient_run
 from .spec import ParameterSpec
+from .subproblem import minimize_box_quadratic
 
 __all__ = ["FINISH_STOPS", "lbfgs", "lbfgs_finished_run", "lbfgs_run"]
 
@@ -61,18 +75,25 @@ MAX_TRIALS = 20  # trial steps per line search, each 0.1-0.5 of the last
 # L-BFGS stops after which the trust region finishes the run (others: a budget ran out, or
 # the loss is below the stop loss already)
 FINISH_STOPS = ("no_progress", "converged_loss", "converged_gradient", "slow_descent")
-# A finished run hands over once the loss has not halved over as many accepted steps as there
-# are free parameters (at least MIN_WINDOW): a step takes about two rollouts (the gradient, a
-# trial), a Jacobian of tangents two per parameter, so by then L-BFGS has spent one trust-region
-# step's rollouts without halving the loss. Measured on 12 Blender-made scenes with 12 free
-# parameters (one trust-region pass, no L-BFGS re-run), handing over after 4 steps or after 10
-# moved no fit's outcome class but scene 2's (stalled at a model RMSE of 3.1 mm after 4,
-# matched after 10); the final RMSE below the tolerance went either way between them, scene by
-# scene, as between Levenberg-Marquardt and L-BFGS.
+# A finished run hands over once the loss has not halved over the accepted steps that cost as
+# many rollouts as one Jacobian of tangents (two per free parameter), at least MIN_WINDOW: by
+# then L-BFGS has spent one trust-region step's rollouts without halving the loss. Measured on
+# Blender-made scenes with 12 free parameters (CPU, float64), one stable gradient costs 6.5-8.3
+# forward rollouts and a Jacobian 23-30, so a step (a gradient and about one trial) costs
+# STEP_ROLLOUTS. Handing over after 4 steps or after 10 (one trust-region pass, no L-BFGS
+# re-run, before the Gauss-Newton curvature) moved no fit's outcome class on 12 such scenes
+# but one's (stalled at a model RMSE of 3.1 mm after 4, matched after 10).
+STEP_ROLLOUTS = 9
 MIN_WINDOW = 4
 # Where the trust region stops, L-BFGS runs again (fresh memory); another round follows only
 # if that pass took the loss below this fraction of where it started
 CYCLE_GAIN = 0.9
+# The finished run's L-BFGS takes Gauss-Newton's J^T J (from one Jacobian of tangents at its
+# start, then the trust region's last) as the curvature its pairs correct, in place of a
+# scaled identity: stiffness and damping differ in curvature by orders of magnitude, which
+# a scaled identity learns only over many steps. Its steps move no log value by more than
+# the trust region's start radius. The ridge keeps nearly collinear columns solvable.
+GN_RIDGE = 1e-9
 
 
 def _direction(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]], free: np.ndarray) -> np.ndarray:
@@ -92,6 +113,38 @@ def _direction(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]], free: 
         b = float(y @ q) / float(y @ s)
         q = q + (a - b) * s
     return -np.where(free, q, 0.0)
+
+
+class GaussNewtonCurvature:
+    """A dense quasi-Newton model of the loss's curvature in the free log values, started
+    from Gauss-Newton's J^T J and updated by BFGS with each accepted step's gradient pair;
+    a step minimises the model in the trust region's start box (as the trust region does,
+    ``subproblem.minimize_box_quadratic``). Columns of J that move the cloth by less than
+    ``settings.hold_below`` (``lm.weak_columns``) are held."""
+
+    def __init__(self, jac: np.ndarray, settings: OptimizeSettings) -> None:
+        self.held = weak_columns(jac, settings)
+        normal = jac.T @ jac
+        ridge = GN_RIDGE * max(float(np.max(np.diag(normal), initial=0.0)), 1e-300)
+        self.start = normal + ridge * np.eye(len(normal))
+        self.hessian = self.start.copy()
+        self.radius = settings.trust_radius
+
+    def reset(self) -> None:
+        self.hessian = self.start.copy()
+
+    def step(self, spec: ParameterSpec, z: np.ndarray, g: np.ndarray, active: np.ndarray) -> np.ndarray:
+        lower = np.minimum(np.maximum(-self.radius, spec.log_lower - z), 0.0)
+        upper = np.maximum(np.minimum(self.radius, spec.log_upper - z), 0.0)
+        fixed = self.held | active
+        lower[fixed] = upper[fixed] = 0.0
+        return minimize_box_quadratic(self.hessian, g, lower, upper)
+
+    def update(self, s: np.ndarray, y: np.ndarray) -> None:
+        bs = self.hessian @ s
+        sbs, sy = float(s @ bs), float(s @ y)
+        if sbs > 0.0 and sy > 1e-12 * float(np.linalg.norm(s) * np.linalg.norm(y)):
+            self.hessian = self.hessian - np.outer(bs, bs) / sbs + np.outer(y, y) / sy
 
 
 def lbfgs(
@@ -115,11 +168,13 @@ def lbfgs_run(
     start: RunState,
     report_start: bool = False,
     slow_window: int | None = None,
+    curvature: GaussNewtonCurvature | None = None,
 ) -> OptimizeResult:
     """One L-BFGS run from ``start`` sharing ``tracker``'s budgets (a local method of the
     global phase, as ``lm.trust_region_run``); the start's gradient is taken first. Ends
     as "no_jacobian" where that gradient cannot be computed; with ``slow_window``, as
-    "slow_descent" once the loss has not halved over that many accepted steps."""
+    "slow_descent" once the loss has not halved over that many accepted steps; with
+    ``curvature``, its steps minimise that model (see ``GaussNewtonCurvature``)."""
     run = Run(spec, tracker)
     z = np.array(start.z, dtype=np.float64)
     values = dict(start.values) if start.values is not None else spec.from_free(z)
@@ -130,7 +185,7 @@ def lbfgs_run(
         return run.result("no_jacobian", values, run.history[0])
     loss, g = found
     run.begin(values, loss, report_start)
-    return _descend(problem, settings, run, z, values, loss, g, slow_window)
+    return _descend(problem, settings, run, z, values, loss, g, slow_window, curvature)
 
 
 def lbfgs_finished_run(
@@ -151,8 +206,13 @@ def lbfgs_finished_run(
         resumed = trust_region_run(problem, spec, settings, tracker, start, report_start)
         return replace(resumed, finished_by="trust_region")
     finishable = hasattr(problem, "log_jacobian")
-    window = max(spec.n_free, MIN_WINDOW) if finishable else None
-    best = lbfgs_run(problem, spec, settings, tracker, start, report_start, slow_window=window)
+    window = max(MIN_WINDOW, math.ceil(2 * spec.n_free / STEP_ROLLOUTS)) if finishable else None
+    curvature = None
+    if finishable:
+        values = dict(start.values) if start.values is not None else spec.from_free(np.asarray(start.z))
+        jac = eval_jacobian(problem, spec, values, tracker.counter)
+        curvature = GaussNewtonCurvature(jac, settings) if jac is not None else None
+    best = lbfgs_run(problem, spec, settings, tracker, start, report_start, window, curvature)
     joined = _Joined(best)
     while finishable and _goes_on(best, settings, tracker):
         r = eval_residuals(problem, best.values, tracker.counter)
@@ -164,8 +224,10 @@ def lbfgs_finished_run(
             break
         before = best.best_loss
         if best.state is not None:  # the trust region's own point and residuals, its Jacobian dropped
+            if best.state.jacobian is not None:
+                curvature = GaussNewtonCurvature(best.state.jacobian, settings)
             here = replace(best.state, jacobian=None, radius=settings.trust_radius)
-        best = joined.add(lbfgs_run(problem, spec, settings, tracker, here, slow_window=window))
+        best = joined.add(lbfgs_run(problem, spec, settings, tracker, here, False, window, curvature))
         if not best.best_loss < CYCLE_GAIN * before:
             break
     if best.stop_reason != "slow_descent":
@@ -219,10 +281,11 @@ def _descend(
     loss: float,
     g: np.ndarray,
     slow_window: int | None = None,
+    curvature: GaussNewtonCurvature | None = None,
 ) -> OptimizeResult:
     """The L-BFGS iterations of ``run`` from ``z`` (loss and log-space gradient given);
     with ``slow_window``, they stop ("slow_descent") once the loss has not halved over that
-    many accepted steps."""
+    many accepted steps; ``curvature``: see ``lbfgs_run``."""
     spec, tracker = run.spec, run.tracker
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     while not tracker.out_of_iterations():
@@ -233,13 +296,18 @@ def _descend(
             return run.result("converged_gradient", values, loss)
         found = None
         for memory in (pairs, []):  # the quasi-Newton step, then the gradient alone
-            d = _direction(g_proj, memory, ~active)
+            if curvature is not None and memory is pairs:
+                d = curvature.step(spec, z, g_proj, active)
+            else:
+                d = _direction(g_proj, memory, ~active)
             if not float(d @ g_proj) < 0.0:
                 continue
             found = _line_search(problem, spec, run, z, loss, g_proj, d)
             if found is not None or run.interrupted():
                 break
             pairs.clear()
+            if curvature is not None:
+                curvature.reset()
         if found is None:
             return run.result(run.interrupted() or "no_progress", values, loss)
         z_new, values_new, loss_new, g_new = found
@@ -247,6 +315,8 @@ def _descend(
         if float(s @ y) > 1e-12 * float(np.linalg.norm(s) * np.linalg.norm(y)):
             pairs.append((s, y))  # only pairs that keep the model positive definite
             del pairs[:-MEMORY]
+        if curvature is not None:
+            curvature.update(s, y)
         rel_change = (loss - loss_new) / max(loss, 1e-300)
         z, values, loss, g = z_new, values_new, loss_new, g_new
         run.accept(values, loss)
