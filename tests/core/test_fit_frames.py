@@ -92,15 +92,17 @@ def test_adam_fits_pin_and_tension_stiffness() -> None:
 
 def test_lbfgs_fits_pin_and_tension_stiffness_along_the_stable_gradient() -> None:
     """The Adam scene above with L-BFGS: the stable tape gradient it steps along is
-    reported, and that the trust region finished the run (L-BFGS alone went on for 36 steps
-    to 8.7e-7 m RMSE, at values where float32 rounding alone moves this stiff, quality-2 cloth
-    by 0.15 mm, so the outcome was "misfit"; finished, 14 steps, 5.7e-7 m and 0.07 mm); the
-    targets are matched to 1e-5 m RMSE and the values come back within 0.1 % of the truth."""
+    reported; with Gauss-Newton's curvature it gets there on its own, in 6 steps, without
+    the trust region's finish (from a scaled identity it went on for 36 steps to 8.7e-7 m
+    RMSE, at values where float32 rounding alone moves this stiff, quality-2 cloth by
+    0.15 mm, and needed the finish: 14 steps); the targets are matched to 1e-5 m RMSE and the
+    values come back within 0.1 % of the truth."""
     problem, _ = _swinging_problem()
     result = fit(problem, FitSettings(optimizer="lbfgs", max_iterations=40))
     assert result.optimizer == "lbfgs" and result.gradient == "stable"
     assert result.summary()["gradient"] == "stable"
-    assert result.summary()["search"]["finished_by"] == "trust_region"
+    assert "finished_by" not in result.summary()["search"]
+    assert result.outcome == "converged" and result.iterations <= 10
     assert result.rmse_m <= 1e-5
     for name in SWING_FIT:
         assert result.params[name] == pytest.approx(getattr(SWING_TRUTH, name), rel=1e-3), name

@@ -44,7 +44,7 @@ slope over a 1 % step, where the stable gradient cannot.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -185,7 +185,7 @@ def lbfgs_run(
         return run.result("no_jacobian", values, run.history[0])
     loss, g = found
     run.begin(values, loss, report_start)
-    return _descend(problem, settings, run, z, values, loss, g, slow_window, curvature)
+    return _descend(problem, settings, run, z, values, loss, g, _Pass(slow_window, curvature))
 
 
 def lbfgs_finished_run(
@@ -272,6 +272,12 @@ def _goes_on(result: OptimizeResult, settings: OptimizeSettings, tracker: Tracke
     )
 
 
+@dataclass
+class _Pass:
+    slow_window: int | None = None
+    curvature: GaussNewtonCurvature | None = None
+
+
 def _descend(
     problem: GradientProblem,
     settings: OptimizeSettings,
@@ -280,13 +286,13 @@ def _descend(
     values: dict[str, float],
     loss: float,
     g: np.ndarray,
-    slow_window: int | None = None,
-    curvature: GaussNewtonCurvature | None = None,
+    how: _Pass | None = None,
 ) -> OptimizeResult:
     """The L-BFGS iterations of ``run`` from ``z`` (loss and log-space gradient given);
-    with ``slow_window``, they stop ("slow_descent") once the loss has not halved over that
-    many accepted steps; ``curvature``: see ``lbfgs_run``."""
+    with ``how.slow_window``, they stop ("slow_descent") once the loss has not halved over
+    that many accepted steps; ``how.curvature``: see ``lbfgs_run``."""
     spec, tracker = run.spec, run.tracker
+    slow_window, curvature = (how.slow_window, how.curvature) if how is not None else (None, None)
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     while not tracker.out_of_iterations():
         if stop := run.interrupted():
