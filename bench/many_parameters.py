@@ -25,13 +25,13 @@ first's time.
 start); ``table --columns many/lm,cycle/lbfgs,lmjit/lm`` also counts the second column no
 worse than the worse of the first and third.
 
-Measured (the README has the tables): with 3x LM's time, L-BFGS on the stable gradient,
-finished by the trust region, matched within the tolerance on 11 of 12 scenes of robustness
-seed 21 (LM 10) and 9 of 12 of seed 22 (LM 9); its replay was no worse than LM's on 6 of each
-(L-BFGS alone: 2 of seed 21), 0.55x and 0.70x LM's over the twelve (geometric mean); LM's own
-fit from a start 0.1 % off was no worse than LM's on 8 of seed 21. On seed 25 LM matched 10 of
-12 and the finished L-BFGS 8 (two ran out of their budget, still descending): no worse on 4,
-2.1x LM's over the twelve.
+Measured (the README has the tables): with 3x LM's time, L-BFGS on the stable gradient from a
+scaled identity, finished by the trust region, matched within the tolerance on 11 of 12 scenes
+of robustness seed 21 (LM 10), 9 of seed 22 (LM 9) and 8 of seed 25 (LM 10). With
+Gauss-Newton's curvature (``lbfgs.GaussNewtonCurvature``) it matched 9 of seed 22, 10 of seed
+25 and 10 of seed 26 (LM 9, 10, 10): its replay no worse than LM's on 5, 6 and 4, within 3x of
+LM's time on 8, 9 and 12. LM's own fit from a start 0.1 % off was no worse than LM's on 8 of
+seed 21.
 """
 
 from __future__ import annotations
