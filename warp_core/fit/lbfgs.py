@@ -64,7 +64,7 @@ from .optimize import (
 )
 from .run import Run, Tracker, start_gradient_run
 from .spec import ParameterSpec
-from .subproblem import minimize_box_quadratic
+from .subproblem import gauss_newton_normal, minimize_box_quadratic, step_box
 
 __all__ = ["FINISH_STOPS", "lbfgs", "lbfgs_finished_run", "lbfgs_run"]
 
@@ -124,9 +124,7 @@ class GaussNewtonCurvature:
 
     def __init__(self, jac: np.ndarray, settings: OptimizeSettings) -> None:
         self.held = weak_columns(jac, settings)
-        normal = jac.T @ jac
-        ridge = GN_RIDGE * max(float(np.max(np.diag(normal), initial=0.0)), 1e-300)
-        self.start = normal + ridge * np.eye(len(normal))
+        self.start = gauss_newton_normal(jac, GN_RIDGE)
         self.hessian = self.start.copy()
         self.radius = settings.trust_radius
 
@@ -134,17 +132,16 @@ class GaussNewtonCurvature:
         self.hessian = self.start.copy()
 
     def step(self, spec: ParameterSpec, z: np.ndarray, g: np.ndarray, active: np.ndarray) -> np.ndarray:
-        lower = np.minimum(np.maximum(-self.radius, spec.log_lower - z), 0.0)
-        upper = np.maximum(np.minimum(self.radius, spec.log_upper - z), 0.0)
-        fixed = self.held | active
-        lower[fixed] = upper[fixed] = 0.0
+        lower, upper = step_box(spec, z, self.radius, self.held | active)
         return minimize_box_quadratic(self.hessian, g, lower, upper)
 
     def update(self, s: np.ndarray, y: np.ndarray) -> None:
+        """BFGS with a pair that keeps the model positive definite (s.y > 0, checked by the
+        caller for the L-BFGS memory)."""
         bs = self.hessian @ s
-        sbs, sy = float(s @ bs), float(s @ y)
-        if sbs > 0.0 and sy > 1e-12 * float(np.linalg.norm(s) * np.linalg.norm(y)):
-            self.hessian = self.hessian - np.outer(bs, bs) / sbs + np.outer(y, y) / sy
+        sbs = float(s @ bs)
+        if sbs > 0.0:
+            self.hessian = self.hessian - np.outer(bs, bs) / sbs + np.outer(y, y) / float(s @ y)
 
 
 def lbfgs(
@@ -321,8 +318,8 @@ def _descend(
         if float(s @ y) > 1e-12 * float(np.linalg.norm(s) * np.linalg.norm(y)):
             pairs.append((s, y))  # only pairs that keep the model positive definite
             del pairs[:-MEMORY]
-        if curvature is not None:
-            curvature.update(s, y)
+            if curvature is not None:
+                curvature.update(s, y)
         rel_change = (loss - loss_new) / max(loss, 1e-300)
         z, values, loss, g = z_new, values_new, loss_new, g_new
         run.accept(values, loss)

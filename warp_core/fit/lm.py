@@ -32,7 +32,7 @@ from .optimize import (
 )
 from .run import Run, Tracker
 from .spec import ParameterSpec
-from .subproblem import box_gauss_newton_step
+from .subproblem import box_gauss_newton_step, step_box
 
 __all__ = ["levenberg_marquardt", "trust_region_run"]
 
@@ -108,9 +108,7 @@ def trust_region_run(
             return stop("converged_gradient")
 
         while True:
-            lower = np.minimum(np.maximum(-radius, spec.log_lower - z), 0.0)
-            upper = np.maximum(np.minimum(radius, spec.log_upper - z), 0.0)
-            lower[held] = upper[held] = 0.0
+            lower, upper = step_box(spec, z, radius, held)
             z_trial = spec.clip(z + box_gauss_newton_step(jac, r, lower, upper))
             step = z_trial - z
             size = float(np.max(np.abs(step), initial=0.0))

@@ -7,9 +7,14 @@ against a bound simply stays there while the others move.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-__all__ = ["box_gauss_newton_step", "minimize_box_quadratic"]
+if TYPE_CHECKING:
+    from .spec import ParameterSpec
+
+__all__ = ["box_gauss_newton_step", "gauss_newton_normal", "minimize_box_quadratic", "step_box"]
 
 # A tiny ridge keeps the model strictly convex when columns are (nearly) dependent; it is
 # relative to the largest curvature so it does not depend on the residuals' units.
@@ -19,11 +24,25 @@ _RIDGE = 1e-12
 def box_gauss_newton_step(jac: np.ndarray, r: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """The step ``s`` (lower <= s <= upper, with lower <= 0 <= upper) that minimizes the
     Gauss–Newton model ``0.5 * |r + J s|^2``."""
+    return minimize_box_quadratic(gauss_newton_normal(jac), jac.T @ r, lower, upper)
+
+
+def gauss_newton_normal(jac: np.ndarray, ridge: float = _RIDGE) -> np.ndarray:
+    """``J^T J`` plus ``ridge`` times its largest diagonal entry on the diagonal."""
     a = jac.T @ jac
-    g = jac.T @ r
     scale = float(np.max(np.diag(a), initial=0.0))
-    a = a + (_RIDGE * scale + 1e-300) * np.eye(len(g))
-    return minimize_box_quadratic(a, g, lower, upper)
+    return a + (ridge * scale + 1e-300) * np.eye(a.shape[0])
+
+
+def step_box(
+    spec: ParameterSpec, z: np.ndarray, radius: float, fixed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of a step from ``z``: no free log value moves by more than ``radius`` or
+    past its bounds, the ``fixed`` ones not at all (lower <= 0 <= upper)."""
+    lower = np.minimum(np.maximum(-radius, spec.log_lower - z), 0.0)
+    upper = np.maximum(np.minimum(radius, spec.log_upper - z), 0.0)
+    lower[fixed] = upper[fixed] = 0.0
+    return lower, upper
 
 
 def minimize_box_quadratic(a: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
