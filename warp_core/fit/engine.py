@@ -1,7 +1,7 @@
 """Fit a model's parameters to keyframe targets: ``fit()`` picks the optimizer, runs it
 on the objective and assembles the result with its outcome.
 
-Levenberg–Marquardt (default up to 8 free parameters) takes the keyframe residuals and a
+Levenberg–Marquardt (default up to 12 free parameters) takes the keyframe residuals and a
 Jacobian of forward tangents (see :mod:`.objective`), inside a trust region on the log
 step (:mod:`.lm`), started from the start values and, where that falls short, from a few
 space-filling points of the plausible ranges (:mod:`.global_search`). L-BFGS (the default
@@ -39,7 +39,13 @@ from .spec import ParameterSpec
 
 __all__ = ["LM_MAX_PARAMETERS", "fit", "parameter_spec", "problem_metadata", "run_objective"]
 
-LM_MAX_PARAMETERS = 8
+# Up to here a Jacobian of tangents (two rollouts a free parameter) costs no more than about
+# three stable gradients (one costs 6.5-8.3 forward rollouts), and Levenberg-Marquardt's steps
+# gain more than L-BFGS's. With all twelve stiffness and damping fields free on 48 Blender-made
+# scenes (robustness seeds 22, 25, 26 and 28), LM matched 39 within the tolerance and L-BFGS on
+# the stable gradient, finished by the trust region, 38, in 1.3-2.5x LM's time, its replay no
+# worse than LM's on 18; above 12 the Jacobian's cost grows with every parameter.
+LM_MAX_PARAMETERS = 12
 
 
 def parameter_spec(problem: FitProblem) -> ParameterSpec:
@@ -114,9 +120,8 @@ def run_objective(
     settings the fitted values go into, and the bounds."""
     optimizer = settings.optimizer
     if optimizer == "auto":
-        # above LM_MAX_PARAMETERS, L-BFGS: with every stiffness and damping field free (12) on
-        # 36 Blender-made scenes (seeds 22, 25, 26) it matched 29 within the tolerance, as LM
-        # did, each L-BFGS fit with 3x LM's time, where Adam, with that budget, stalled on most
+        # above LM_MAX_PARAMETERS, L-BFGS: with 12 free fields it matched as often as LM where
+        # Adam, with three times LM's time, stalled on most scenes
         optimizer = "lm" if spec.n_free <= LM_MAX_PARAMETERS else "lbfgs"
     if optimizer not in ("lm", "adam", "lbfgs"):
         raise FitError(f"optimizer must be 'lm', 'adam', 'lbfgs' or 'auto', got {settings.optimizer!r}")

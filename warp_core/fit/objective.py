@@ -218,7 +218,7 @@ class FitObjective:
         if self.kind == "tracks":
             raise FitError(
                 "footage targets have no tape gradient: fit them with Levenberg-Marquardt "
-                "(at most 8 free parameters)"
+                "(at most 12 free parameters)"
             )
         self._check_bounds(values)
         self.sim.set_params(values)

@@ -121,7 +121,7 @@ class FitProblem:
 
 @dataclass
 class FitSettings:
-    # "lm", "lbfgs", "adam" or "auto" (Levenberg-Marquardt up to 8 free parameters, L-BFGS above,
+    # "lm", "lbfgs", "adam" or "auto" (Levenberg-Marquardt up to 12 free parameters, L-BFGS above,
     # finished by Levenberg-Marquardt's trust region)
     optimizer: str = "auto"
     max_iterations: int = 30  # accepted steps, over all runs of the fit
