@@ -174,6 +174,18 @@ def run_replays(args: argparse.Namespace) -> None:
             path.write_text(json.dumps(replays, indent=1))
 
 
+def _column(scenes: Path, column: str) -> dict[str, dict]:
+    """One ``LABEL/OPTIMIZER`` column: per scene, the fit's summary with its Blender replay
+    (either may be missing: a fit that failed, a replay not run)."""
+    label, opt = column.split("/")
+    replays = json.loads((scenes / label / "replays.json").read_text())
+    entries = {}
+    for found in sorted((scenes / label).glob(f"scene_*.{opt}.json")):
+        data = json.loads(found.read_text())
+        entries[found.stem.split(".")[0]] = {**data.get("summary", {}), **replays.get(found.stem, {})}
+    return entries
+
+
 def run_table(args: argparse.Namespace) -> None:
     """Per scene and column (``LABEL/OPTIMIZER``): Blender's replay RMSE, the fit's own
     RMSE, its seconds, simulations and outcome; then how often the second column's replay
@@ -182,12 +194,9 @@ def run_table(args: argparse.Namespace) -> None:
     no worse than the worse of those two: within the first's own spread."""
     columns = [c.split("/") for c in args.columns.split(",")]
     rows: dict[str, list[dict]] = {}
-    for label, opt in columns:
-        replays = json.loads((args.scenes / label / "replays.json").read_text())
-        for found in sorted((args.scenes / label).glob(f"scene_*.{opt}.json")):
-            data = json.loads(found.read_text())
-            entry = {**data.get("summary", {}), **replays.get(found.stem, {})}
-            rows.setdefault(found.stem.split(".")[0], []).append(entry)
+    for column in args.columns.split(","):
+        for scene, entry in _column(args.scenes, column).items():
+            rows.setdefault(scene, []).append(entry)
     print(
         "scene     "
         + "".join(
@@ -222,18 +231,6 @@ def run_table(args: argparse.Namespace) -> None:
         print(f"{columns[1]} no worse than the worse of {columns[0]} and {columns[2]}: {within_spread}")
 
 
-def _column(scenes: Path, column: str) -> dict[str, dict]:
-    """One ``LABEL/OPTIMIZER`` column: per scene, the fit's summary with its Blender replay."""
-    label, opt = column.split("/")
-    replays = json.loads((scenes / label / "replays.json").read_text())
-    entries = {}
-    for found in sorted((scenes / label).glob(f"scene_*.{opt}.json")):
-        data = json.loads(found.read_text())
-        if found.stem in replays and "summary" in data:
-            entries[found.stem.split(".")[0]] = {**data["summary"], **replays[found.stem]}
-    return entries
-
-
 def at_least(shares: list[float], count: int) -> float:
     """The chance that at least ``count`` of independent events happen, each with its share."""
     ways = [1.0]  # ways[k]: the chance that exactly k have happened so far
@@ -255,9 +252,8 @@ def run_spread(args: argparse.Namespace) -> None:
     columns = [args.reference, *args.draws.split(",")]
     runs = [_column(args.scenes, c) for c in columns]
     candidate = _column(args.scenes, args.candidate) if args.candidate else None
-    scenes = [
-        s for s in sorted(runs[0]) if all(s in r for r in runs) and (candidate is None or s in candidate)
-    ]
+    everyone = runs + ([candidate] if candidate else [])
+    scenes = [s for s in sorted(runs[0]) if all("replay_rmse_m" in r.get(s, {}) for r in everyone)]
     names = columns + ([args.candidate] if candidate else [])
     print("replay RMSE, mm (* = not matched)")
     print("scene     " + "".join(f"{n:>14s}" for n in names))
@@ -277,16 +273,16 @@ def run_spread(args: argparse.Namespace) -> None:
     def in_spread(mine: dict[str, dict], others: list[dict[str, dict]]) -> int:
         return sum(replay(mine, s) <= max(replay(o, s) for o in others) for s in scenes)
 
-    n, reference, draws = len(scenes), runs[0], runs[1:]
-    no_worse = [sum(replay(d, s) <= replay(reference, s) for s in scenes) for d in draws]
+    def no_worse(r: dict[str, dict]) -> list[bool]:
+        return [replay(r, s) <= replay(runs[0], s) for s in scenes]
+
+    n, draws = len(scenes), [no_worse(d) for d in runs[1:]]
     # per scene, the chance that one more such run is no worse than the reference: Laplace's
     # rule of succession over the draws (a share of 0 or 1 of five draws is no certainty)
-    shares = [
-        (sum(replay(d, s) <= replay(reference, s) for d in draws) + 1) / (len(draws) + 2) for s in scenes
-    ]
+    shares = [(sum(scene) + 1) / (len(draws) + 2) for scene in zip(*draws, strict=True)]
     spread = [in_spread(r, runs[:k] + runs[k + 1 :]) for k, r in enumerate(runs)]
     print(f"matched within the tolerance: {', '.join(str(matched(r)) for r in runs)} (reference first)")
-    print(f"each draw no worse than the reference: {', '.join(map(str, no_worse))} of {n}")
+    print(f"each draw no worse than the reference: {', '.join(str(sum(d)) for d in draws)} of {n}")
     print(
         f"chance that one more such run is no worse on >= {args.need} of {n} (Laplace): "
         f"{at_least(shares, args.need):.2g}"
@@ -298,7 +294,7 @@ def run_spread(args: argparse.Namespace) -> None:
     if candidate is not None:
         print(
             f"{args.candidate}: matched {matched(candidate)}, no worse than the reference on "
-            f"{sum(replay(candidate, s) <= replay(reference, s) for s in scenes)} of {n}, no worse "
+            f"{sum(no_worse(candidate))} of {n}, no worse "
             f"than the worst of the {len(runs)} runs on {in_spread(candidate, runs)}"
         )
 

@@ -174,7 +174,7 @@ def lbfgs_run(
     ``curvature``, its steps minimise that model (see ``GaussNewtonCurvature``)."""
     run = Run(spec, tracker)
     z = np.array(start.z, dtype=np.float64)
-    values = dict(start.values) if start.values is not None else spec.from_free(z)
+    values = start.values_in(spec)
     found = eval_gradient(problem, spec, values, tracker.counter)
     if found is None:
         run.begin(values, 0.5 * float(start.r @ start.r), report_start)
@@ -206,8 +206,7 @@ def lbfgs_finished_run(
     window = max(MIN_WINDOW, math.ceil(2 * spec.n_free / STEP_ROLLOUTS)) if finishable else None
     curvature = None
     if finishable:
-        values = dict(start.values) if start.values is not None else spec.from_free(np.asarray(start.z))
-        jac = eval_jacobian(problem, spec, values, tracker.counter)
+        jac = eval_jacobian(problem, spec, start.values_in(spec), tracker.counter)
         curvature = GaussNewtonCurvature(jac, settings) if jac is not None else None
     best = lbfgs_run(problem, spec, settings, tracker, start, report_start, window, curvature)
     joined = _Joined(best)
@@ -289,7 +288,8 @@ def _descend(
     with ``how.slow_window``, they stop ("slow_descent") once the loss has not halved over
     that many accepted steps; ``how.curvature``: see ``lbfgs_run``."""
     spec, tracker = run.spec, run.tracker
-    slow_window, curvature = (how.slow_window, how.curvature) if how is not None else (None, None)
+    how = how or _Pass()
+    slow_window, curvature = how.slow_window, how.curvature
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     while not tracker.out_of_iterations():
         if stop := run.interrupted():

@@ -80,7 +80,7 @@ def trust_region_run(
     counter = tracker.counter
     z = np.array(start.z, dtype=np.float64)
     r = start.r
-    values = dict(start.values) if start.values is not None else spec.from_free(z)
+    values = start.values_in(spec)
     loss = 0.5 * float(r @ r)
     run.begin(values, loss, report_start)
     radius = float(start.radius)

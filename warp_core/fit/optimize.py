@@ -103,6 +103,10 @@ class RunState:
     radius: float
     values: dict[str, float] | None = None  # exactly the start values, where known
 
+    def values_in(self, spec: ParameterSpec) -> dict[str, float]:
+        """The values here: exactly the start values where known, else from the log values."""
+        return dict(self.values) if self.values is not None else spec.from_free(np.asarray(self.z))
+
 
 @dataclass
 class OptimizeResult:
