@@ -2,8 +2,10 @@
 
 ``ui`` is what Blender shows (settings, panel, operators, preset menus); ``scene`` reads a
 fit's inputs from the scene and writes its results back; ``models`` holds each material
-model's scene side, by name; ``cli`` is the batch command. ``request``, ``session``,
-``job`` and ``warp_setup`` are shared by the panel and the batch command.
+model's scene side, by name (``models/<model>/``, as in ``warp_core/models/``); ``cli`` is
+the batch command. ``mesh_read`` turns scene meshes into arrays for the models and the scene
+code; ``request``, ``session``, ``job`` and ``warp_setup`` are shared by the panel and the
+batch command.
 
 Each module listed in ``_MODULES`` exposes a ``classes`` tuple; they are registered in
 order and unregistered in reverse. A module may also define ``register()`` /
@@ -16,7 +18,7 @@ again safely.
 import bpy
 
 from .cli import command
-from .models import soft_body_props
+from .models.soft_body import props as soft_body_props
 from .ui import (
     fit_operators,
     object_operators,

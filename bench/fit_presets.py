@@ -239,7 +239,9 @@ def fit_material(name: str, device: str, max_iterations: int) -> Preset:
     start["mass"] = reference["mass"]  # the areal density is measured, not fitted
     start["bending_damping"] = reference["bending_damping"]
     start_params = ClothParams(quality=PRESET_QUALITY).replace(**start)
-    problem = FitProblem(mesh=mesh, params=start_params, targets=targets, fit=list(FITTED), ties=dict(TIES))
+    problem = FitProblem(
+        mesh=mesh, model_settings=start_params, targets=targets, free_parameters=list(FITTED), ties=dict(TIES)
+    )
 
     def progress(iteration: int, loss: float, values: dict[str, float]) -> None:
         shown = ", ".join(f"{k}={values[k]:.4g}" for k in FITTED)
@@ -252,7 +254,7 @@ def fit_material(name: str, device: str, max_iterations: int) -> Preset:
 
     values: dict[str, float] = {"quality": PRESET_QUALITY}
     for key in ("mass", *TIES, *FITTED, "air_damping", "bending_damping"):
-        values[key] = float(getattr(result.all_params, key))
+        values[key] = float(getattr(result.model_settings, key))
     values = {k: (v if k == "quality" else float(f"{v:.6g}")) for k, v in values.items()}
     notes = (
         f"{material['notes']} Fitted by Fit to Target ({DRAPE_TEST} drape test, quality {PRESET_QUALITY}, "
@@ -262,8 +264,8 @@ def fit_material(name: str, device: str, max_iterations: int) -> Preset:
     provenance = {
         "drape_test": DRAPE_TEST_TEXT,
         "target_frames": list(TARGET_FRAMES),
-        "fit_rmse_m": float(f"{result.rmse_m:.4g}"),
-        "fit_max_error_m": float(f"{result.max_error_m:.4g}"),
+        "fit_rmse_m": float(f"{result.rmse:.4g}"),
+        "fit_max_error_m": float(f"{result.max_error:.4g}"),
         "fit_seconds": round(result.seconds, 1),
         "date": dt.date.today().isoformat(),
         "addon_version": addon_version(),
@@ -274,8 +276,8 @@ def fit_material(name: str, device: str, max_iterations: int) -> Preset:
     }
     preset = Preset(name=name, values=values, notes=notes, provenance=provenance)
     print(
-        f"  [{name}] rmse {result.rmse_m * 1000:.2f} mm (start {result.initial_rmse_m * 1000:.1f} mm), "
-        f"max {result.max_error_m * 1000:.2f} mm, {result.iterations} iterations, {result.seconds:.0f} s, "
+        f"  [{name}] rmse {result.rmse * 1000:.2f} mm (start {result.initial_rmse * 1000:.1f} mm), "
+        f"max {result.max_error * 1000:.2f} mm, {result.iterations} iterations, {result.seconds:.0f} s, "
         f"{result.stop_reason}",
         flush=True,
     )

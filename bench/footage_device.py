@@ -40,18 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     rows, reference = [], None
     for device in devices:
         for precision in ("float64", "float32"):
-            problem = FitProblem(mesh, start, [], fit=names, tracks=targets)
+            problem = FitProblem(mesh, start, [], free_parameters=names, tracks=targets)
             t0 = time.perf_counter()
             result = fit(problem, FitSettings(device=device, precision=precision))
             seconds = time.perf_counter() - t0
-            x = ClothSimulator(mesh, result.all_params, precision="float64").simulate(max(FRAMES), FRAMES)
+            x = ClothSimulator(mesh, result.model_settings, precision="float64").simulate(max(FRAMES), FRAMES)
             if reference is None:
                 reference = x
             row = {
                 "device": device,
                 "precision": precision,
                 "outcome": result.outcome,
-                "rmse_px": result.rmse_m,
+                "rmse_px": result.rmse,
                 "params": result.params,
                 "undetermined": result.undetermined,
                 "seconds": seconds,
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             rows.append(row)
             print(
-                f"{device:7s} {precision}: {result.outcome}, {result.rmse_m:.4f} px, "
+                f"{device:7s} {precision}: {result.outcome}, {result.rmse:.4f} px, "
                 + ", ".join(f"{k} {v:.5g}" for k, v in result.params.items())
                 + f", {seconds:.1f} s, {result.n_forward} rollouts, replay gap {row['replay_gap_m']:.2e} m"
             )

@@ -131,7 +131,7 @@ def fit_problem(n: int, frames: int, device: str, precision: str) -> FitProblem:
     sim = ClothSimulator(mesh, truth, device=device, precision=precision)
     positions = sim.simulate(frames, target_frames)
     targets = [Target(f, positions[k]) for k, f in enumerate(target_frames)]
-    return FitProblem(mesh, ClothParams(), targets, fit=FITTED, ties=dict(TIES))
+    return FitProblem(mesh, ClothParams(), targets, free_parameters=FITTED, ties=dict(TIES))
 
 
 def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | None, batch: str) -> dict:
@@ -152,7 +152,7 @@ def timed_fit(n: int, frames: int, device: str, precision: str, budget: float | 
         "wall_s": wall,
         "outcome": result.outcome,
         "outcome_reason": result.outcome_reason,
-        "rmse_m": result.rmse_m,
+        "rmse_m": result.rmse,
         "stop_reason": result.stop_reason,
         "global_search": result.search,
         "simulations": result.n_forward,

@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from many_parameters import FIELDS as TWELVE  # noqa: E402  (every continuous field)
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh  # noqa: E402
-from warp_core.fit import FitProblem, FitSettings, Target, tangents  # noqa: E402
-from warp_core.fit.engine import parameter_spec  # noqa: E402
-from warp_core.fit.objective import FitObjective  # noqa: E402
-from warp_core.losses import launch_vertex_distance_loss  # noqa: E402
+from warp_core.fit import FitProblem, FitSettings, Target
+from warp_core.fit.objective import tangents
+from warp_core.fit.objective.objective import FitObjective  # noqa: E402
+from warp_core.fit.problem.spec import parameter_spec  # noqa: E402
+from warp_core.targets.vertex import launch_vertex_distance_loss  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 KINDS = ("exact", "stable", "implicit")
@@ -137,7 +138,7 @@ def measure_fit_path(n: int, frames: int, device: str, precision: str) -> dict:
         case.mesh,
         ClothParams(goal_friction=0.1),
         [Target(f, case.targets[k].numpy()) for k, f in enumerate(case.output)],
-        fit=list(TWELVE),
+        free_parameters=list(TWELVE),
     )
     spec = parameter_spec(problem)
     objective = FitObjective(problem, FitSettings(device=device, precision=precision), spec.names, spec=spec)

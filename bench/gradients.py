@@ -61,9 +61,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warp_core.fit import FitSettings  # noqa: E402
-from warp_core.fit.engine import parameter_spec  # noqa: E402
-from warp_core.fit.objective import FitObjective  # noqa: E402
-from warp_core.fit.problem_io import load_problem  # noqa: E402
+from warp_core.fit.objective.objective import FitObjective  # noqa: E402
+from warp_core.fit.problem.files import load_problem  # noqa: E402
+from warp_core.fit.problem.spec import parameter_spec  # noqa: E402
 from warp_core.models import get_model  # noqa: E402
 
 STEP = 0.01  # +-1 % in log value
@@ -88,7 +88,7 @@ def slope(objective: FitObjective, values: dict[str, float], group: list[str], f
         for n in group:
             moved[n] = values[n] * math.exp(sign * STEP)
         x, _ = objective.positions(moved, frozen=frozen)
-        r = objective._residuals_at(x)
+        r = objective.residuals_at(x)
         sides.append(0.5 * float(r @ r))
     return (sides[0] - sides[1]) / (2.0 * STEP)
 

@@ -94,10 +94,10 @@ def fit_one(
     import numpy as np
 
     from warp_core.fit import FitSettings, fit
-    from warp_core.fit.problem_io import load_problem
+    from warp_core.fit.problem.files import load_problem
 
     problem = load_problem(npz)
-    start = problem.params
+    start = problem.model_settings
     if start.goal_friction == 0.0:  # Blender's default; a fit works on ratios
         start = start.replace(goal_friction=GOAL_FRICTION_START)
     if jitter:
@@ -106,7 +106,7 @@ def fit_one(
         factors = np.exp(jitter * rng.uniform(-1.0, 1.0, size=len(FIELDS)))
         moved = {n: float(getattr(start, n) * f) for n, f in zip(FIELDS, factors, strict=True)}
         start = start.replace(**moved)
-    problem = replace(problem, params=start, fit=list(FIELDS), ties={}, bounds={})
+    problem = replace(problem, model_settings=start, free_parameters=list(FIELDS), ties={}, bounds={})
     settings = FitSettings(optimizer=optimizer, max_iterations=max_iters, time_budget_s=budget_s)
     result = fit(problem, settings)
     summary = result.summary()

@@ -15,8 +15,9 @@ STEP = "warp_core/models/blender_cloth/step.py"
 CG = "warp_core/models/blender_cloth/cg.py"
 ADJOINT = "warp_core/models/blender_cloth/adjoint.py"
 TOPOLOGY = "warp_core/models/blender_cloth/topology.py"
-OBJECTIVE = "warp_core/fit/objective.py"
-ADAM = "warp_core/fit/adam.py"
+OBJECTIVE = "warp_core/fit/objective/objective.py"
+VERTEX_TARGET = "warp_core/targets/vertex.py"
+ADAM = "warp_core/fit/optimizers/adam.py"
 CLI_RUN = "addon/cli/run.py"
 CLI_OBJECTS = "addon/cli/objects.py"
 SHARED = "warp_core/fit/shared.py"
@@ -222,7 +223,7 @@ FIT = [
     Mutation(
         "frame_dropped_from_loss",
         "vertex loss: last target frame left out of the residuals (loss value), kept in the Jacobian",
-        OBJECTIVE,
+        VERTEX_TARGET,
         "return self.sqrt_w * (x - self.target_stack).ravel()",
         "return self.sqrt_w * np.concatenate([(x - self.target_stack)[:-1].ravel(), np.zeros(x[-1].size)])",
         FIT_FRAMES,
@@ -230,7 +231,7 @@ FIT = [
     Mutation(
         "frame_dropped_from_jacobian",
         "vertex loss: last target frame left out of the residual Jacobian, kept in the loss",
-        OBJECTIVE,
+        VERTEX_TARGET,
         "return self.sqrt_w * dx.ravel()",
         "return self.sqrt_w * np.concatenate([dx[:-1].ravel(), np.zeros(dx[-1].size)])",
         FIT_FRAMES,
@@ -238,7 +239,7 @@ FIT = [
     Mutation(
         "last_frame_weight_zero",
         "vertex loss: last target frame weighted 0 (loss and slope alike)",
-        OBJECTIVE,
+        VERTEX_TARGET,
         "np.ones(n) if t.weights is None else np.asarray(t.weights, float) for t in self.targets",
         "(np.ones(n) if t.weights is None else np.asarray(t.weights, float)) * (t is not self.targets[-1])"
         " for t in self.targets",
@@ -256,8 +257,8 @@ FIT = [
         "ties_ignored",
         "ties not applied in the simulation: a follower keeps its start value",
         OBJECTIVE,
-        "self._check_bounds(values)\n        self.sim.set_params(values)\n        rollout",
-        "self._check_bounds(values)\n"
+        "self.check_bounds(values)\n        self.sim.set_params(values)\n        rollout",
+        "self.check_bounds(values)\n"
         "        self.sim.set_params({k: v for k, v in values.items() if k not in self.problem.ties})\n"
         "        rollout",
         ("tests/core/test_fit.py",) + FIT_BLENDER,

@@ -29,7 +29,7 @@ PIN_GROUP = "Pin"
 class AddonSide:
     """The add-on's modules, imported from the registered extension package."""
 
-    cloth_scene: ModuleType  # addon.models.blender_cloth
+    cloth_scene: ModuleType  # addon.models.blender_cloth.scene_model
     mesh_read: ModuleType
     prepare: ModuleType
     request: ModuleType
@@ -53,11 +53,11 @@ def load_addon_side() -> AddonSide:
 
     models = module("warp_core.models")
     return AddonSide(
-        cloth_scene=module("addon.models.blender_cloth"),
-        mesh_read=module("addon.scene.mesh_read"),
+        cloth_scene=module("addon.models.blender_cloth.scene_model"),
+        mesh_read=module("addon.mesh_read"),
         prepare=module("addon.scene.prepare"),
         request=module("addon.request"),
-        problem_io=module("warp_core.fit.problem_io"),
+        problem_io=module("warp_core.fit.problem.files"),
         fit=module("warp_core.fit"),
         mesh=module("warp_core.mesh"),
         parameter_names=[p.name for p in models.get_model("blender_cloth").parameters],

@@ -184,7 +184,7 @@ def two_parameter_fit(device: str) -> dict:
         "outcome": result.outcome,
         "young_modulus_error": result.params["young_modulus"] / truth.young_modulus - 1.0,
         "damping_error": result.params["damping"] / truth.damping - 1.0,
-        "rmse_m": result.rmse_m,
+        "rmse_m": result.rmse,
         "rollouts": result.n_forward,
     }
 

@@ -85,18 +85,18 @@ def main() -> int:
         fitted = SoftBodySimulator(mesh, start.replace(**result.params), device=args.device)
         y = fitted.rollout(frames[-1], frames).numpy()
         replay = float(np.sqrt(np.mean(np.sum((y - x) ** 2, axis=-1))))
-        wrong = result.outcome == "converged" and replay > result.tolerance_m
+        wrong = result.outcome == "converged" and replay > result.tolerance
         row = {
             "scene": text,
             "truth": truth.values(),
             "outcome": result.outcome,
             "errors": errors,
             "undetermined": list(result.undetermined),
-            "rmse_m": result.rmse_m,
+            "rmse_m": result.rmse,
             "seconds": seconds,
             "rollouts": result.n_forward,
             "replay_rmse_m": replay,
-            "tolerance_m": result.tolerance_m,
+            "tolerance_m": result.tolerance,
             "converged_but_wrong": wrong,
             "converged_parameter_off": off,
         }
@@ -105,7 +105,7 @@ def main() -> int:
             f"{k:2d} {text:32s} E {truth.young_modulus:9.4g} tau {truth.damping:.4f} -> {result.outcome:9s} "
             f"E {errors['young_modulus']:+.1e} tau {errors['damping']:+.1e} "
             f"undetermined {row['undetermined']} "
-            f"replay {replay * 1e3:.3f} mm (tolerance {result.tolerance_m * 1e3:.3f}) {seconds:5.1f} s"
+            f"replay {replay * 1e3:.3f} mm (tolerance {result.tolerance * 1e3:.3f}) {seconds:5.1f} s"
             f"{' WRONG' if wrong else ''}{' (a parameter >2 % off)' if off else ''}",
             flush=True,
         )

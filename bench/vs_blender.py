@@ -121,8 +121,8 @@ def our_fit(problem, side: AddonSide, target_m: float) -> dict:
     return {
         "seconds": time.perf_counter() - t0,
         "simulations": result.n_forward,
-        "rmse_m": result.rmse_m,
-        "reached": result.rmse_m <= target_m,
+        "rmse_m": result.rmse,
+        "reached": result.rmse <= target_m,
     }
 
 

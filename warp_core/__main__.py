@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .fit.report import format_table
+from .fit.verdict.report import format_table
 from .io import atomic_write_text
 
 if TYPE_CHECKING:
-    from .fit.problem import FitProblem
-    from .fit.result import FitResult
+    from .fit.problem.problem import FitProblem
+    from .fit.verdict.result import FitResult
 
 
 def _device(name: str) -> str:
@@ -53,8 +53,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     import warp as wp
 
     from .fit.engine import fit
-    from .fit.problem import FitError, FitSettings
-    from .fit.problem_io import load_problem
+    from .fit.problem.files import load_problem
+    from .fit.problem.problem import FitError
+    from .fit.problem.settings import FitSettings
 
     wp.config.log_level = wp.LOG_WARNING
     try:
@@ -94,7 +95,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import warp as wp
 
     from .fit.engine import fit
-    from .fit.problem import FitProblem, FitSettings, Target
+    from .fit.problem.problem import FitProblem, Target
+    from .fit.problem.settings import FitSettings
     from .mesh import grid_mesh
     from .models.blender_cloth.params import ClothParams
     from .models.blender_cloth.simulator import ClothSimulator
@@ -111,7 +113,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         mesh,
         start,
         [Target(f, targets[k]) for k, f in enumerate(frames)],
-        fit=["tension_stiffness", "bending_stiffness"],
+        free_parameters=["tension_stiffness", "bending_stiffness"],
     )
     result = fit(
         problem,

@@ -13,7 +13,7 @@ from typing import Any
 
 import bpy
 
-from ...warp_core.fit.report import json_safe
+from ...warp_core.fit.verdict.report import json_safe
 from ...warp_core.io import atomic_replace, atomic_write_bytes
 from ..extension import addon_version
 from ..scene.records import REPORT_VERSION

@@ -19,7 +19,7 @@ import bpy
 
 from ...warp_core.errors import one_line
 from ...warp_core.fit import FitError, fit_shared
-from ...warp_core.fit.report import format_table
+from ...warp_core.fit.verdict.report import format_table
 from ..errors import FitInputError
 from ..models.registry import scene_model
 from ..presets import find_preset

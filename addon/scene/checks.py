@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import bpy
 
+from ...warp_core.fit.problem.rules import MESH_LOSSES, check_loss_name, check_parameters, check_targets
 from ..errors import FitInputError
-from ..models.registry import object_model, parameter_names, scene_model, scene_models
+from ..models.registry import object_model, scene_model, scene_models
 from ..request import FitRequest, request_from_object
-from ..session import active_session
 from ..warp_setup import resolve_device
+
+# how to give an object mesh targets, in the panel
+_HOW_TO_ADD = "select a target mesh and press Add Current Frame"
 
 
 def check_object(ob: bpy.types.Object | None) -> bpy.types.Modifier:
@@ -41,21 +44,16 @@ def check_request(
     mod = check_object(ob)
     name = ob.name
     model = scene_model(request.model)
-    if not request.fit:
-        raise FitInputError("No parameters to fit: tick at least one")
-    known = parameter_names(model.name)
-    unknown = [p for p in list(request.fit) + list(request.ties) if p not in known]
-    if unknown:
-        raise FitInputError(f"unknown parameter(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    try:
+        check_parameters(model.name, request.fit, request.ties)
+        check_targets(request.footage is not None, bool(request.targets), f"'{name}'", _HOW_TO_ADD)
+    except ValueError as e:
+        raise FitInputError(str(e)) from e
     if request.footage is not None:
-        if request.targets:
-            raise FitInputError(f"'{name}': footage targets and mesh targets cannot be mixed: choose one")
         if not request.footage.clip:
             raise FitInputError(f"'{name}' has no Movie Clip for its Tracks target: choose one")
         if bpy.data.movieclips.get(request.footage.clip) is None:
             raise FitInputError(f"there is no Movie Clip '{request.footage.clip}'")
-    elif not request.targets:
-        raise FitInputError(f"'{name}' has no targets: select a target mesh and press Add Current Frame")
     start, end = model.cache_frame_range(mod)
     seen: set[int] = set()
     for k, t in enumerate(request.targets, start=1):
@@ -75,8 +73,10 @@ def check_request(
         if t.frame in seen:
             raise FitInputError(f"two targets at frame {t.frame}: keep one per frame")
         seen.add(t.frame)
-    if request.loss not in ("vertex", "surface", "auto"):
-        raise FitInputError(f"unknown loss '{request.loss}': use vertex (same topology), surface or auto")
+    try:
+        check_loss_name(request.loss, MESH_LOSSES)
+    except ValueError as e:
+        raise FitInputError(str(e)) from e
     if request.max_iterations < 1:
         raise FitInputError("max iterations must be at least 1")
     unmodeled_warnings(scene, ob, mod, request)
@@ -150,9 +150,10 @@ def _check_target_object(ob: bpy.types.Object, object_name: str, k: int) -> None
         raise FitInputError(f"target {k} is the cloth object itself: pick another mesh or a shape key")
 
 
-def why_not_fittable(context: bpy.types.Context) -> str | None:
-    """One line saying why the Fit button is disabled, or None (for the panel; cheap)."""
-    if active_session() is not None:
+def why_not_fittable(context: bpy.types.Context, busy: bool) -> str | None:
+    """One line saying why the Fit button is disabled, or None (for the panel; cheap).
+    ``busy``: a fit is running (the caller knows the session)."""
+    if busy:
         return "A fit is running"
     ob = context.active_object
     try:

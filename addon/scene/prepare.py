@@ -11,13 +11,14 @@ import numpy as np
 
 from ...warp_core.errors import one_line
 from ...warp_core.fit import FitProblem, FitResult, FitSettings, Target, fit
+from ...warp_core.fit.problem.rules import auto_loss
 from ..errors import FitInputError
+from ..mesh_read import object_matrix, triangles, world_positions
 from ..models.registry import scene_model
 from ..request import FitRequest, PreparedFit, TargetSpec
 from ..warp_setup import resolve_device
 from .checks import check_request, check_rest_shape, unmodeled_warnings
 from .footage import check_sees_cloth, read_camera, read_footage
-from .mesh_read import object_matrix, triangles, world_positions
 
 
 def prepare_fit(
@@ -79,12 +80,9 @@ def prepare_fit(
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
 
-    if footage is not None:
-        loss, targets = "tracks", []
-    else:
-        read_positions = [read[k][0] for k in range(len(request.targets))]
-        loss = resolve_loss(request.loss, read_positions, mesh.vertex_count)
-        targets = _targets(request, read, mesh.vertex_count, loss == "surface")
+    counts = [len(read[k][0]) for k in range(len(request.targets))]
+    loss = auto_loss(request.loss, counts, mesh.vertex_count, has_footage=footage is not None)
+    targets = [] if footage is not None else _targets(request, read, mesh.vertex_count, loss == "surface")
     try:
         params = sampler.settings(model.read_settings(mod, scene))
     except ValueError as e:
@@ -97,9 +95,9 @@ def prepare_fit(
         raise FitInputError(f"start values: {one_line(e)}") from e
     problem = FitProblem(
         mesh=mesh,
-        params=start_params,
+        model_settings=start_params,
         targets=targets,
-        fit=list(request.fit),
+        free_parameters=list(request.fit),
         ties=dict(request.ties),
         start_frame=start,
         goals=goals,
@@ -121,13 +119,6 @@ def prepare_fit(
     )
     warnings = unmodeled_warnings(scene, ob, mod, request) + notes
     return PreparedFit(request, problem, settings, modifier_values, (start, end), warnings)
-
-
-def resolve_loss(loss: str, target_positions: list[np.ndarray], vertex_count: int) -> str:
-    """ "auto": the vertex loss when every target has the cloth's vertex count, else surface."""
-    if loss != "auto":
-        return loss
-    return "vertex" if all(len(p) == vertex_count for p in target_positions) else "surface"
 
 
 def _targets(

@@ -9,7 +9,7 @@ from typing import Any
 import bpy
 
 from ...warp_core.fit import FitResult
-from ...warp_core.fit.report import json_safe
+from ...warp_core.fit.verdict.report import json_safe
 from ...warp_core.models import get_model
 from ..extension import addon_version
 from ..request import FitRequest, PreparedFit
@@ -55,7 +55,7 @@ def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
         }
     describe = getattr(get_model(r.model), "geometry_summary", None)
     if describe is not None:  # what the mesh became for the model (a soft body's lattice)
-        record["geometry"] = describe(prepared.problem.mesh, prepared.problem.params)
+        record["geometry"] = describe(prepared.problem.mesh, prepared.problem.model_settings)
     return json_safe(record)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import bpy
 
 from ...warp_core.fit import FitResult
-from ...warp_core.fit.report import json_safe
+from ...warp_core.fit.verdict.report import json_safe
 from ..errors import FitInputError
 from ..models.registry import object_model, parameter_names
 from ..request import PreparedFit

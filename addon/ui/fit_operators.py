@@ -8,7 +8,7 @@ import bpy
 from bpy.props import BoolProperty
 
 from ...warp_core.fit import fit_shared
-from ...warp_core.fit.report import format_value, record_misfit
+from ...warp_core.fit.verdict.report import format_value, record_misfit
 from ..errors import FitInputError
 from ..job import FitJob, FitTask
 from ..request import PreparedFit, following, request_from_object

@@ -7,7 +7,7 @@ import textwrap
 
 import bpy
 
-from ...warp_core.fit.report import format_value, record_misfit
+from ...warp_core.fit.verdict.report import format_value, record_misfit
 from ...warp_core.models import get_model
 from ..models.registry import DEFAULT_MODEL, object_model
 from ..request import fitted_parameters
@@ -166,7 +166,7 @@ class FIT_PT_main(bpy.types.Panel):
             layout.label(text=text, icon="MODIFIER")
 
     def draw_fit_button(self, context: bpy.types.Context, layout: bpy.types.UILayout) -> None:
-        reason = why_not_fittable(context)
+        reason = why_not_fittable(context, busy=active_session() is not None)
         if reason:
             layout.label(text=reason, icon="ERROR")
         objects = fit_objects(context)

@@ -1,7 +1,7 @@
 """Test helpers around Blender's own cloth solver (real ``bpy`` module).
 
 Build a cloth object from a :class:`ClothMesh`, step Blender's simulation frame by frame
-and read its result, and export the scene through the add-on's ``addon.models.blender_cloth``.
+and read its result, and export the scene through the add-on's ``addon.models.blender_cloth.scene_model``.
 
 The repository is imported as a package (the way Blender imports an extension), so that
 ``addon``'s relative imports of ``warp_core`` work. ``warp_core`` is taken from that same
@@ -49,7 +49,7 @@ def addon_package() -> ModuleType:
 
 
 _PACKAGE = addon_package()
-cloth_scene = importlib.import_module(f"{_PACKAGE.__name__}.addon.models.blender_cloth")
+cloth_scene = importlib.import_module(f"{_PACKAGE.__name__}.addon.models.blender_cloth.scene_model")
 _mesh_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.mesh")
 _params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
 ClothMesh = _mesh_module.ClothMesh
@@ -257,7 +257,7 @@ def fit_tension_bending(ob: bpy.types.Object, frames: list[int]) -> tuple[Any, f
         mesh,
         start,
         [fit_module.Target(f, reference[f - 1]) for f in frames],
-        fit=["tension_stiffness", "bending_stiffness"],
+        free_parameters=["tension_stiffness", "bending_stiffness"],
         ties={"compression_stiffness": "tension_stiffness"},
         goals=goals,
     )

@@ -9,7 +9,7 @@ import numpy as np
 from addon_scenes import add_target_meshes, addon_module
 from blender_ref import world_positions
 
-soft_scene = addon_module("models.soft_body")
+soft_scene = addon_module("models.soft_body.scene_model")
 
 FRAME_END = 30
 

@@ -1,4 +1,5 @@
-"""Export of scene data through ``addon.models.blender_cloth`` and the Blender reference helpers."""
+"""Export of scene data through ``addon.models.blender_cloth.scene_model``, and the Blender
+reference helpers."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from mathutils.bvhtree import BVHTree
 checks = addon_module("scene.checks")
 errors = addon_module("errors")
 fit_request = addon_module("request")
-collisions = addon_module("models.blender_cloth_collisions")
+collisions = addon_module("models.blender_cloth.collisions")
 registry = addon_module("models.registry")
 
 COLLIDER = {
@@ -180,7 +180,7 @@ def test_prepare_fit_samples_the_colliders_up_to_the_last_target() -> None:
     _, params, goals = export_problem_inputs(scene, ob, frames=30)
     problem = prepared.problem
     assert problem.goals.shape == goals.shape
-    (ours,) = problem.params.colliders
+    (ours,) = problem.model_settings.colliders
     (expected,) = params.colliders
     assert ours.positions.shape == (30, 4, 3)
     np.testing.assert_array_equal(ours.positions, expected.positions)

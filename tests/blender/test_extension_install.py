@@ -51,7 +51,7 @@ def test_build_install_enable_uninstall(addon_module, tmp_path: Path) -> None:
         # one module of each subpackage: every package directory ships, not only the top level
         *(f"addon/{sub}/__init__.py" for sub in ("cli", "models", "scene", "ui")),
         "addon/ui/panel.py",
-        "addon/models/blender_cloth.py",
+        "addon/models/blender_cloth/scene_model.py",
         "warp_core/presets/files.py",
         "warp_core/models/blender_cloth/__init__.py",
     ]

@@ -21,11 +21,11 @@ def test_fit_transfers_back_to_blender() -> None:
 
     cloth_mesh, params = export_from_blender(ob)
     start = params.replace(tension_stiffness=15.0, bending_stiffness=0.6)
-    problem = fit_module.FitProblem(cloth_mesh, start, targets, fit=list(truth))
+    problem = fit_module.FitProblem(cloth_mesh, start, targets, free_parameters=list(truth))
     result = fit_module.fit(problem, fit_module.FitSettings())
-    assert result.rmse_m < 5e-5, result.rmse_m  # measured 4.9 micrometres (motion 0.54 m)
+    assert result.rmse < 5e-5, result.rmse  # measured 4.9 micrometres (motion 0.54 m)
     assert result.outcome == "converged", result.outcome_reason
-    assert result.tolerance_m == min(1e-3, 1e-3 * result.motion_m)
+    assert result.tolerance == min(1e-3, 1e-3 * result.motion)
     # measured relative errors: tension 2.6e-4, bending 2.4e-5; a 1 % error in the model's
     # tension moves the fitted tension by 1 %
     for name, limit in (("tension_stiffness", 1e-3), ("bending_stiffness", 3e-4)):

@@ -35,10 +35,10 @@ def test_two_corner_sheet_from_defaults_converges_and_replays() -> None:
     targets = [fit_module.Target(f, reference[f - 1]) for f in frames]
     cloth_mesh, params = export_from_blender(ob)
     start = params.replace(bending_stiffness=0.5, air_damping=1.0)
-    problem = fit_module.FitProblem(cloth_mesh, start, targets, fit=list(truth))
+    problem = fit_module.FitProblem(cloth_mesh, start, targets, free_parameters=list(truth))
     result = fit_module.fit(problem, fit_module.FitSettings())
     assert result.outcome == "converged", result.outcome_reason
-    assert result.rmse_m <= result.tolerance_m <= 1e-3
+    assert result.rmse <= result.tolerance <= 1e-3
     for name, value in truth.items():
         assert abs(result.params[name] / value - 1) < 0.01, (name, result.params[name])
 
@@ -71,12 +71,16 @@ def test_scene_gravity_the_model_does_not_see_is_a_misfit() -> None:
     ties = {"compression_stiffness": "tension_stiffness"}
     names = ["tension_stiffness", "bending_stiffness"]
 
-    matched = fit_module.fit(fit_module.FitProblem(cloth_mesh, start, targets, fit=names, ties=ties))
+    matched = fit_module.fit(
+        fit_module.FitProblem(cloth_mesh, start, targets, free_parameters=names, ties=ties)
+    )
     assert matched.outcome == "converged", matched.outcome_reason
     assert abs(matched.params["tension_stiffness"] / 40.0 - 1) < 0.01
 
     wrong = start.replace(gravity=(0.0, 0.0, -9.81))
-    result = fit_module.fit(fit_module.FitProblem(cloth_mesh, wrong, targets, fit=names, ties=ties))
+    result = fit_module.fit(
+        fit_module.FitProblem(cloth_mesh, wrong, targets, free_parameters=names, ties=ties)
+    )
     assert result.outcome == "misfit", result.outcome_reason
-    assert result.rmse_m > 10 * result.tolerance_m
+    assert result.rmse > 10 * result.tolerance
     assert "check the scene settings (gravity" in result.outcome_reason

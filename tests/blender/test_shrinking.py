@@ -109,7 +109,7 @@ def test_fit_on_a_shrunk_cloth_replays_in_blender() -> None:
     cloth_mesh, params = export_from_blender(ob)
     assert cloth_mesh.shrink_weight is not None
     start = params.replace(tension_stiffness=15.0, bending_stiffness=0.5)  # Blender's defaults
-    problem = fit_module.FitProblem(cloth_mesh, start, targets, fit=list(truth))
+    problem = fit_module.FitProblem(cloth_mesh, start, targets, free_parameters=list(truth))
     result = fit_module.fit(problem, fit_module.FitSettings())
     assert result.outcome == "converged", result.outcome_reason
     fitted = {name: result.params[name] for name in truth}

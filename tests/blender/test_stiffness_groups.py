@@ -135,7 +135,7 @@ def test_fit_of_a_maximum_replays_in_blender() -> None:
     cloth_mesh, params = export_from_blender(ob)
     start = params.replace(tension_stiffness_max=15.0)
     assert start.tension_stiffness == 15.0
-    problem = fit_module.FitProblem(cloth_mesh, start, targets, fit=["tension_stiffness_max"])
+    problem = fit_module.FitProblem(cloth_mesh, start, targets, free_parameters=["tension_stiffness_max"])
     result = fit_module.fit(problem, fit_module.FitSettings())
     assert result.outcome == "converged", result.outcome_reason
     fitted = result.params["tension_stiffness_max"]

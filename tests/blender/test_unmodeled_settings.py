@@ -17,8 +17,8 @@ checks = addon_module("scene.checks")
 errors = addon_module("errors")
 records = addon_module("scene.records")
 fit_request = addon_module("request")
-coverage = addon_module("models.blender_cloth_coverage")
-cloth_collisions = addon_module("models.blender_cloth_collisions")
+coverage = addon_module("models.blender_cloth.coverage")
+cloth_collisions = addon_module("models.blender_cloth.collisions")
 
 
 def cloth_with_target() -> bpy.types.Object:

@@ -119,8 +119,8 @@ def test_batch_size_follows_memory() -> None:
 
 
 def test_batched_jacobian_equals_the_sequential_one() -> None:
-    from warp_core.fit.engine import parameter_spec
-    from warp_core.fit.objective import FitObjective
+    from warp_core.fit.objective.objective import FitObjective
+    from warp_core.fit.problem.spec import parameter_spec
 
     truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0, air_damping=2.0)
     names = ["tension_stiffness", "bending_stiffness", "air_damping"]
@@ -142,7 +142,7 @@ def test_batched_jacobian_equals_the_sequential_one() -> None:
 def test_global_phase_in_batches_equals_one_point_after_another(monkeypatch) -> None:
     """The global phase's 32 start points as batches: the same values, RMSE, loss history
     and simulation count as one point after another."""
-    from warp_core.fit import tangents
+    from warp_core.fit.objective import tangents
 
     monkeypatch.setattr(tangents, "cpu_workers", lambda *_args: 1)
     batch_sizes: list[int] = []
@@ -155,13 +155,13 @@ def test_global_phase_in_batches_equals_one_point_after_another(monkeypatch) -> 
     monkeypatch.setattr(ClothSimulator, "rollout_batch", counted)
     truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0, air_damping=3.0)
     p = synthetic_problem(clamped_sheet(8), truth, ["tension_stiffness", "bending_stiffness"], [6, 12])
-    p.params = p.params.replace(air_damping=1.0)  # wrong and not fitted: no values match
+    p.model_settings = p.model_settings.replace(air_damping=1.0)  # wrong and not fitted: no values match
     runs = {mode: fit(p, FitSettings(batch_rollouts=mode)) for mode in ("off", "on")}
     one, batched = runs["off"], runs["on"]
     # the 32 start points in one batch, each Jacobian's 4 tangent rollouts in one
     assert sorted(set(batch_sizes)) == [4, 32] and batch_sizes.count(32) == 1
     assert batched.search["global_phase"]
     assert batched.search["candidates"] == 2 * FitSettings().global_points_per_parameter
-    assert one.params == batched.params and one.rmse_m == batched.rmse_m
+    assert one.params == batched.params and one.rmse == batched.rmse
     assert one.loss_history == batched.loss_history and one.n_forward == batched.n_forward
     assert one.outcome == batched.outcome == "misfit"

@@ -107,7 +107,7 @@ def test_rollouts_side_by_side_capture_their_new_graphs_alone():
     those jobs again alone. The positions are those of one rollout after another, bit for
     bit, and the stages grew again."""
     from warp_core.capture import CaptureOnWorker, check_capture_allowed, side_by_side
-    from warp_core.fit.tangents import RolloutPool
+    from warp_core.fit.objective.tangents import RolloutPool
 
     params = ClothParams(colliders=(plane_collider(),))
 
@@ -170,20 +170,20 @@ def test_fit_through_collisions_recovers_tension():
     target = sim.rollout(16, [9, 16]).numpy()
     problem = FitProblem(
         mesh=mesh,
-        params=truth.replace(tension_stiffness=15.0),
+        model_settings=truth.replace(tension_stiffness=15.0),
         targets=[Target(9, target[0]), Target(16, target[1])],
-        fit=["tension_stiffness"],
+        free_parameters=["tension_stiffness"],
     )
     result = fit(problem, FitSettings(global_search=False, max_iterations=20))
     # contacts switch on and off between nearby values: the misfit is rough below 0.1 mm
-    assert result.outcome == "converged" and result.rmse_m < 1e-4
+    assert result.outcome == "converged" and result.rmse < 1e-4
     assert result.params["tension_stiffness"] == pytest.approx(40.0, rel=5e-3), result.params
     # the result says where the sheet touched (measured: frames 11-16, 24 vertices)
     assert result.contacts["frames"] == list(range(11, 17)) and 12 <= result.contacts["vertices"] <= 36
     assert result.summary()["contacts"] == result.contacts
     # resting on a plane, the motion barely moves when the sheet starts 1 µm higher
-    assert result.start_gap_m is not None and result.rmse_m + result.start_gap_m <= result.tolerance_m
-    assert result.summary()["start_gap_m"] == result.start_gap_m
+    assert result.start_gap is not None and result.rmse + result.start_gap <= result.tolerance
+    assert result.summary()["start_gap_m"] == result.start_gap
     with pytest.raises(FitError, match="collisions have no tape gradient"):
         fit(problem, FitSettings(optimizer="adam", global_search=False))
 
@@ -237,12 +237,12 @@ def test_a_drop_onto_a_sphere_top_is_not_called_a_match():
     truth = ClothParams(tension_stiffness=40.0, colliders=(uv_sphere(),))
     target = ClothSimulator(mesh, truth, precision="float64").rollout(24, [12, 24]).numpy()
     problem = FitProblem(
-        mesh, truth, [Target(12, target[0]), Target(24, target[1])], fit=["tension_stiffness"]
+        mesh, truth, [Target(12, target[0]), Target(24, target[1])], free_parameters=["tension_stiffness"]
     )
     result = fit(problem, FitSettings(global_search=False, max_iterations=5))
-    assert result.rmse_m < 1e-6  # the model reproduces its own targets
+    assert result.rmse < 1e-6  # the model reproduces its own targets
     # measured: 4.3 mm RMS at frames 12 and 24 from a start 1 µm higher (float32 against
     # float64: 4.8 mm; either one keeps it from being called a match)
-    assert result.start_gap_m > 10 * result.tolerance_m, (result.start_gap_m, result.tolerance_m)
+    assert result.start_gap > 10 * result.tolerance, (result.start_gap, result.tolerance)
     assert result.outcome == "misfit"
     assert any("1 µm higher" in w for w in result.warnings), result.warnings

@@ -14,7 +14,7 @@ import pytest
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit
-from warp_core.fit.problem_io import load_problem, save_problem
+from warp_core.fit.problem.files import load_problem, save_problem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,9 @@ def synthetic_problem(
 ) -> FitProblem:
     targets = ClothSimulator(mesh, truth, precision="float64").simulate(max(frames), frames)
     start = truth.replace(**{n: getattr(truth, n) * factor for n in names})
-    return FitProblem(mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], fit=names)
+    return FitProblem(
+        mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], free_parameters=names
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,14 +71,14 @@ def test_recovers_known_parameters_from_three_times_off(scene, truth, names, fra
     for name in names:
         assert result.params[name] == pytest.approx(truth[name], rel=0.02), name
         assert result.initial_params[name] == pytest.approx(3 * truth[name])
-    assert result.rmse_m < 1e-4
+    assert result.rmse < 1e-4
     assert result.iterations <= 30
     # matched within min(1 mm, 1 % of the motion); the optimizer stops at the 1 micrometre
     # threshold or where the trust region collapses just above it (micrometre-scale chaos)
     assert result.outcome == "converged", result.outcome_reason
     assert result.stop_reason in ("converged_loss", "no_progress")
-    assert result.tolerance_m == pytest.approx(min(1e-3, 1e-3 * result.motion_m)) and result.motion_m > 0.05
-    assert result.rmse_relative == pytest.approx(result.rmse_m / result.motion_m)
+    assert result.tolerance == pytest.approx(min(1e-3, 1e-3 * result.motion)) and result.motion > 0.05
+    assert result.rmse_relative == pytest.approx(result.rmse / result.motion)
     assert "matched" in result.outcome_reason and result.undetermined == []
     assert not result.search["global_phase"]  # an easy fit never needs the global phase
     assert seen[0] == 0 and len(seen) == result.iterations + 1
@@ -84,7 +86,7 @@ def test_recovers_known_parameters_from_three_times_off(scene, truth, names, fra
     assert all(math.isfinite(v) for v in result.loss_history)
     assert result.final_loss < 1e-6 * result.initial_loss
     assert set(result.per_vertex_error) == set(frames)
-    assert result.max_error_m >= result.rmse_m
+    assert result.max_error >= result.rmse
     assert result.warnings == []
     # the truth inside every reported matched range; the drape pins bending only to about 40 %
     for e in result.identifiability:
@@ -108,7 +110,7 @@ def test_non_identifiable_parameter_is_reported() -> None:
         mesh,
         start,
         [Target(f, targets[k]) for k, f in enumerate(frames)],
-        fit=["tension_stiffness", "air_damping"],
+        free_parameters=["tension_stiffness", "air_damping"],
     )
     result = fit(problem, FitSettings(max_iterations=15))
     entry = {e["name"]: e for e in result.identifiability}
@@ -127,19 +129,22 @@ def test_diverging_start_recovers_or_fails_clearly() -> None:
     targets = ClothSimulator(mesh, truth, precision="float64").simulate(24, frames)
     start = truth.replace(bending_stiffness=10000.0)  # explicit bending this stiff tears the sheet apart
     problem = FitProblem(
-        mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], fit=["bending_stiffness"]
+        mesh,
+        start,
+        [Target(f, targets[k]) for k, f in enumerate(frames)],
+        free_parameters=["bending_stiffness"],
     )
     failed = fit(problem, FitSettings(recover_from_divergence=False))
     assert failed.outcome == "failed" and "diverge" in failed.outcome_reason
     assert failed.params == {"bending_stiffness": 10000.0}  # the start values, unchanged
-    assert math.isnan(failed.rmse_m) and failed.initial_rmse_m is None and failed.iterations == 0
+    assert math.isnan(failed.rmse) and failed.initial_rmse is None and failed.iterations == 0
     assert failed.summary()["outcome"] == "failed"
     result = fit(problem, FitSettings())
     assert result.outcome == "converged"
-    assert result.initial_rmse_m is None
+    assert result.initial_rmse is None
     assert any("diverged at the start values bending_stiffness=10000" in w for w in result.warnings)
     assert result.params["bending_stiffness"] == pytest.approx(2.0, rel=0.02)
-    assert result.rmse_m < 1e-4
+    assert result.rmse < 1e-4
     assert all(math.isfinite(v) for v in result.loss_history)
 
 
@@ -173,13 +178,15 @@ def test_same_and_remeshed_targets_fit_clamped_sheet(loss: str) -> None:
             vertices, triangles = _subdivide(true_positions[k], mesh.polygons())
             targets.append(Target(f, vertices, triangles=triangles))
     start = truth.replace(tension_stiffness=15.0, bending_stiffness=0.6)
-    problem = FitProblem(mesh, start, targets, fit=["tension_stiffness", "bending_stiffness"], loss=loss)
+    problem = FitProblem(
+        mesh, start, targets, free_parameters=["tension_stiffness", "bending_stiffness"], loss=loss
+    )
     assert problem.loss_kind == loss
     result = fit(problem, FitSettings(max_iterations=30))
-    fitted = ClothSimulator(mesh, result.all_params, precision="float64").simulate(25, frames)
+    fitted = ClothSimulator(mesh, result.model_settings, precision="float64").simulate(25, frames)
     true_rmse = float(np.sqrt(np.mean(np.sum((fitted - true_positions) ** 2, axis=-1))))
     assert true_rmse <= 2e-3, true_rmse
-    assert result.rmse_m <= 2e-3
+    assert result.rmse <= 2e-3
 
 
 def test_cancel_returns_best_so_far() -> None:
@@ -206,23 +213,29 @@ def test_bad_problems_raise_clear_errors() -> None:
     mesh = clamped_sheet(6)
     target = [Target(10, mesh.vertices)]
     with pytest.raises(FitError, match="no targets"):
-        fit(FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"]))
+        fit(FitProblem(mesh, ClothParams(), [], free_parameters=["tension_stiffness"]))
     with pytest.raises(FitError, match="unknown parameter"):
-        fit(FitProblem(mesh, ClothParams(), target, fit=["stiffness"]))
+        fit(FitProblem(mesh, ClothParams(), target, free_parameters=["stiffness"]))
     with pytest.raises(FitError, match="36"):
         fit(
             FitProblem(
                 mesh,
                 ClothParams(),
                 [Target(10, mesh.vertices[:-1])],
-                fit=["tension_stiffness"],
+                free_parameters=["tension_stiffness"],
                 loss="vertex",
             )
         )
     with pytest.raises(FitError, match="start value"):
-        fit(FitProblem(mesh, ClothParams(bending_stiffness=0.0), target, fit=["bending_stiffness"]))
+        fit(
+            FitProblem(
+                mesh, ClothParams(bending_stiffness=0.0), target, free_parameters=["bending_stiffness"]
+            )
+        )
     with pytest.raises(FitError, match="frame 1"):
-        fit(FitProblem(mesh, ClothParams(), [Target(1, mesh.vertices)], fit=["tension_stiffness"]))
+        fit(
+            FitProblem(mesh, ClothParams(), [Target(1, mesh.vertices)], free_parameters=["tension_stiffness"])
+        )
 
 
 def test_problem_file_and_command_line(tmp_path: Path) -> None:
@@ -236,7 +249,9 @@ def test_problem_file_and_command_line(tmp_path: Path) -> None:
     loaded = load_problem(path)
     np.testing.assert_array_equal(loaded.mesh.vertices, problem.mesh.vertices)
     np.testing.assert_array_equal(loaded.targets[1].positions, problem.targets[1].positions)
-    assert loaded.params == problem.params and loaded.fit == problem.fit
+    assert (
+        loaded.model_settings == problem.model_settings and loaded.free_parameters == problem.free_parameters
+    )
     assert loaded.model == "blender_cloth"
     # a file from before problems named their model reads as a blender_cloth problem
     with np.load(path, allow_pickle=False) as data:
@@ -246,7 +261,7 @@ def test_problem_file_and_command_line(tmp_path: Path) -> None:
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     np.savez_compressed(tmp_path / "old.npz", **arrays)
     old = load_problem(tmp_path / "old.npz")
-    assert old.model == "blender_cloth" and old.params == problem.params
+    assert old.model == "blender_cloth" and old.model_settings == problem.model_settings
     out = tmp_path / "result.json"
     run = subprocess.run(
         [sys.executable, "-m", "warp_core", "fit", str(path), "--out", str(out), "--quiet"],
@@ -277,9 +292,9 @@ def test_jacobian_rollouts_side_by_side_equal_one_after_another(monkeypatch) -> 
     """The tangent rollouts of a Jacobian run on two simulators at once on the CPU: the
     columns are the ones the objective's own simulator gives alone, bit for bit, and every
     rollout is counted."""
-    from warp_core.fit import tangents
-    from warp_core.fit.engine import parameter_spec
-    from warp_core.fit.objective import FitObjective
+    from warp_core.fit.objective import tangents
+    from warp_core.fit.objective.objective import FitObjective
+    from warp_core.fit.problem.spec import parameter_spec
 
     truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0, air_damping=2.0)
     p = synthetic_problem(
@@ -303,11 +318,11 @@ def test_jacobian_rollouts_side_by_side_equal_one_after_another(monkeypatch) -> 
 def test_global_phase_start_points_side_by_side_equal_one_after_another(monkeypatch) -> None:
     """The global phase simulates its start points two at a time on the CPU: the fit ends on
     the same values, RMSE, loss history and simulation count as one point after another."""
-    from warp_core.fit import tangents
+    from warp_core.fit.objective import tangents
 
     truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0, air_damping=3.0)
     p = synthetic_problem(clamped_sheet(8), truth, ["tension_stiffness", "bending_stiffness"], [6, 12])
-    p.params = p.params.replace(air_damping=1.0)  # wrong and not fitted: no values match
+    p.model_settings = p.model_settings.replace(air_damping=1.0)  # wrong and not fitted: no values match
     runs = {}
     for workers in (1, 2):
         monkeypatch.setattr(tangents, "cpu_workers", lambda *_args, w=workers: w)
@@ -316,6 +331,6 @@ def test_global_phase_start_points_side_by_side_equal_one_after_another(monkeypa
         assert result.search["global_phase"]
         assert result.search["candidates"] == 2 * FitSettings().global_points_per_parameter
     one, two = runs[1], runs[2]
-    assert one.params == two.params and one.rmse_m == two.rmse_m
+    assert one.params == two.params and one.rmse == two.rmse
     assert one.loss_history == two.loss_history and one.n_forward == two.n_forward
     assert one.outcome == two.outcome == "misfit"

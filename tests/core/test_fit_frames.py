@@ -62,7 +62,7 @@ def _swinging_problem() -> tuple[FitProblem, np.ndarray]:
     targets = _simulate(mesh, SWING_TRUTH, frames, goals)
     start = SWING_TRUTH.replace(pin_stiffness=2.4, tension_stiffness=24.0)
     targets_at = [Target(f, targets[k]) for k, f in enumerate(frames)]
-    return FitProblem(mesh, start, targets_at, fit=SWING_FIT, goals=goals), targets
+    return FitProblem(mesh, start, targets_at, free_parameters=SWING_FIT, goals=goals), targets
 
 
 def test_adam_fits_pin_and_tension_stiffness() -> None:
@@ -77,7 +77,7 @@ def test_adam_fits_pin_and_tension_stiffness() -> None:
     the loss it reports.
     """
     problem, targets = _swinging_problem()
-    mesh, start, goals, frames = problem.mesh, problem.params, problem.goals, problem.target_frames
+    mesh, start, goals, frames = problem.mesh, problem.model_settings, problem.goals, problem.target_frames
     result = fit(problem, FitSettings(optimizer="adam", adam_lr=0.25, max_iterations=3))
     assert result.optimizer == "adam"
     assert result.final_loss <= 1e-2 * result.initial_loss, result.loss_history
@@ -104,21 +104,21 @@ def test_lbfgs_fits_pin_and_tension_stiffness_along_the_stable_gradient() -> Non
     assert result.summary()["gradient"] == "stable"
     assert "finished_by" not in result.summary()["search"]
     assert result.outcome == "converged" and result.iterations <= 10
-    assert result.rmse_m <= 1e-5
+    assert result.rmse <= 1e-5
     for name in SWING_FIT:
         assert result.params[name] == pytest.approx(getattr(SWING_TRUTH, name), rel=1e-3), name
 
 
 def test_the_automatic_choice_takes_levenberg_marquardt_up_to_12_parameters() -> None:
     """Every field that acts on every cloth (12) goes to Levenberg-Marquardt, one more to L-BFGS
-    on the stable gradient (engine.LM_MAX_PARAMETERS: at 12, on 48 Blender-made scenes, LM
+    on the stable gradient (stages.LM_MAX_PARAMETERS: at 12, on 48 Blender-made scenes, LM
     matched as often in less time). No step is taken, and the fit says it stalled."""
     problem, _ = _swinging_problem()
     for fields, optimizer, gradient in (
         (list(PARAMETER_NAMES), "lm", None),
         ([*PARAMETER_NAMES, "tension_stiffness_max"], "lbfgs", "stable"),
     ):
-        result = fit(replace(problem, fit=fields), FitSettings(max_iterations=0))
+        result = fit(replace(problem, free_parameters=fields), FitSettings(max_iterations=0))
         assert (result.optimizer, result.gradient) == (optimizer, gradient), len(fields)
         assert result.outcome == "stalled" and result.iterations == 0
 
@@ -140,7 +140,9 @@ def test_every_target_frame_is_matched_and_reported_as_simulated() -> None:
     targets = _simulate(mesh, truth, frames)
     names = ["tension_stiffness", "air_damping"]
     start = truth.replace(tension_stiffness=45.0, air_damping=6.0)
-    problem = FitProblem(mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], fit=names)
+    problem = FitProblem(
+        mesh, start, [Target(f, targets[k]) for k, f in enumerate(frames)], free_parameters=names
+    )
     settings = FitSettings(device="cpu", precision="float64")
     result = fit(problem, settings)
     assert result.stop_reason == "converged_loss", result.outcome_reason
@@ -158,7 +160,7 @@ def test_every_target_frame_is_matched_and_reported_as_simulated() -> None:
         assert own <= bound, f"frame {frame}: RMSE {own:.3g} m"
         # every frame needed the fit: the start values miss each by far more than the bound
         assert _frame_rmse(before[k], targets[k]) > 100.0 * bound, frame
-    assert result.rmse_m == pytest.approx(
+    assert result.rmse == pytest.approx(
         math.sqrt(np.mean([_frame_rmse(refit[k], targets[k]) ** 2 for k in range(len(frames))])), rel=1e-9
     )
     for name in names:
@@ -202,7 +204,7 @@ def test_noisy_targets_recover_the_truth_within_the_noise() -> None:
     noise = sigma * np.random.default_rng(0).standard_normal(clean.shape)
     start = truth.replace(tension_stiffness=45.0, air_damping=6.0)
     targets = [Target(f, clean[k] + noise[k]) for k, f in enumerate(frames)]
-    problem = FitProblem(mesh, start, targets, fit=names)
+    problem = FitProblem(mesh, start, targets, free_parameters=names)
     result = fit(problem, FitSettings(tolerance_m=3 * sigma))
     assert result.outcome == "converged" and result.undetermined == [], result.outcome_reason
 
@@ -220,7 +222,7 @@ def test_noisy_targets_recover_the_truth_within_the_noise() -> None:
     points = mesh.vertex_count * len(frames)
     dof = 3 * points - len(names)
     expected = sigma * math.sqrt(dof / points)
-    assert abs(result.rmse_m / expected - 1.0) <= 4.0 / math.sqrt(2 * dof), (result.rmse_m, expected)
+    assert abs(result.rmse / expected - 1.0) <= 4.0 / math.sqrt(2 * dof), (result.rmse, expected)
     for frame, errors in result.per_vertex_error.items():
         ratio = float(np.sqrt(np.mean(errors**2))) / (math.sqrt(3.0) * sigma)
         assert abs(ratio - 1.0) <= 4.0 / math.sqrt(6 * mesh.vertex_count), (frame, ratio)
@@ -230,6 +232,6 @@ def test_an_unknown_gradient_is_refused_by_name() -> None:
     mesh = _sheet("soft", n=3)
     truth = ClothParams(pin_stiffness=4.0, quality=2)
     targets = _simulate(mesh, truth, [2], None)
-    problem = FitProblem(mesh, truth, [Target(2, targets[0])], fit=["pin_stiffness"])
+    problem = FitProblem(mesh, truth, [Target(2, targets[0])], free_parameters=["pin_stiffness"])
     with pytest.raises(FitError, match="gradient must be 'stable' or 'exact', got 'smooth'"):
         fit(problem, FitSettings(optimizer="adam", gradient="smooth"))

@@ -24,9 +24,9 @@ import pytest
 import warp as wp
 
 from warp_core.fit import FitError, FitObjective, FitProblem, FitSettings, Target, fit
-from warp_core.fit.engine import parameter_spec
-from warp_core.fit.problem_io import load_problem, save_problem
-from warp_core.fit.report import format_table
+from warp_core.fit.problem.files import load_problem, save_problem
+from warp_core.fit.problem.spec import parameter_spec
+from warp_core.fit.verdict.report import format_table
 from warp_core.mesh import ClothMesh, grid_mesh
 from warp_core.models import Model, Parameter, Simulator, get_model, register_model, unregister_model
 
@@ -44,6 +44,9 @@ class ToySettings:
     drag: float = 1.0  # 1/s
     gravity_scale: float = 1.0
     fps: float = FPS  # fixed, not fitted
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
 
     def values(self) -> dict[str, float]:
         return {"drag": float(self.drag), "gravity_scale": float(self.gravity_scale)}
@@ -89,11 +92,18 @@ class ToyRollout:
     def frozen(self) -> None:
         return None  # nothing discrete to repeat
 
+    @property
+    def extras(self) -> dict:
+        return {}  # nothing more to report
+
     def numpy(self) -> np.ndarray:
         return self.positions.numpy().astype(np.float64)
 
 
 class ToySimulator:
+    parallel_rollouts = False  # the fit runs its rollouts one after the other
+    contact_probe = False  # no collision objects
+
     def __init__(self, mesh: ClothMesh, settings: ToySettings, device: str, start_frame: int) -> None:
         settings.validate()
         self.settings = settings
@@ -136,10 +146,24 @@ class ToySimulator:
     def max_stretch(self, positions: np.ndarray) -> float:
         return 1.0  # every vertex moves alike: nothing stretches
 
+    def batch_width(self, rollouts: int) -> int:
+        return 0  # no batches
+
+    def rollout_batch(self, points, frame_end, output_frames=None, goals=None, frozen=None) -> Any:
+        raise NotImplementedError("the toy runs no batches")
+
+    def tape_gradient_refusal(self) -> str | None:
+        return None  # the kernel is differentiated by Warp's tape
+
+    def rollout_shifted(self, shift_m, frame_end, output_frames, goals) -> ToyRollout:
+        raise NotImplementedError("the toy has no start-gap probe")
+
 
 class ToyModel:
     name = TOY_NAME
     label = "Ballistic sheet (test)"
+    differentiable = True
+    gradient_kinds = ("stable", "exact")  # both the same exact tape gradient here
     parameters = (
         Parameter("drag", "Drag", 1.0, TOY_BOUNDS["drag"]),
         Parameter("gravity_scale", "Gravity scale", 1.0, TOY_BOUNDS["gravity_scale"]),
@@ -180,7 +204,9 @@ def toy() -> Iterator[ToyModel]:
 def toy_problem(**start: float) -> FitProblem:
     mesh = grid_mesh(3, 3, 1.0, 1.0)
     targets = [Target(f, x) for f, x in zip(FRAMES, truth_positions(mesh, FRAMES), strict=True)]
-    return FitProblem(mesh, ToySettings(**start), targets, fit=["drag", "gravity_scale"], model=TOY_NAME)
+    return FitProblem(
+        mesh, ToySettings(**start), targets, free_parameters=["drag", "gravity_scale"], model=TOY_NAME
+    )
 
 
 def test_toy_satisfies_the_protocols(toy: ToyModel) -> None:
@@ -205,12 +231,12 @@ def test_lm_recovers_toy_parameters(toy: ToyModel) -> None:
     for name, value in TRUTH.items():
         assert result.params[name] == pytest.approx(value, rel=1e-9), name
     assert result.initial_params == start
-    assert result.rmse_m < 1e-9
-    assert result.initial_rmse_m > 1.0  # metres: the start is far off
+    assert result.rmse < 1e-9
+    assert result.initial_rmse > 1.0  # metres: the start is far off
     assert seen == list(range(result.iterations + 1))
-    assert isinstance(result.all_params, ToySettings)
-    assert result.all_params.values() == result.params
-    assert result.all_params.fps == FPS  # fixed settings carried over
+    assert isinstance(result.model_settings, ToySettings)
+    assert result.model_settings.values() == result.params
+    assert result.model_settings.fps == FPS  # fixed settings carried over
     assert result.device == "cpu"
     assert result.warnings == []
     assert [e["name"] for e in result.identifiability] == ["drag", "gravity_scale"]
@@ -221,12 +247,12 @@ def test_lm_recovers_toy_parameters(toy: ToyModel) -> None:
             np.mean(np.sum((truth_positions(grid_mesh(3, 3), FRAMES) - grid_mesh(3, 3).vertices) ** 2, -1))
         )
     )
-    assert result.motion_m == pytest.approx(motion, rel=1e-12)
-    assert result.tolerance_m == pytest.approx(min(1e-3, 1e-3 * motion))
+    assert result.motion == pytest.approx(motion, rel=1e-12)
+    assert result.tolerance == pytest.approx(min(1e-3, 1e-3 * motion))
     assert result.outcome == "converged" and result.undetermined == [] and result.at_bounds == {}
     summary = result.summary()
-    assert summary["outcome"] == "converged" and summary["tolerance_m"] == result.tolerance_m
-    assert summary["rmse_relative"] == pytest.approx(result.rmse_m / motion)
+    assert summary["outcome"] == "converged" and summary["tolerance_m"] == result.tolerance
+    assert summary["rmse_relative"] == pytest.approx(result.rmse / motion)
 
 
 def test_toy_tape_gradient_matches_finite_differences(toy: ToyModel) -> None:
@@ -254,12 +280,12 @@ def test_adam_fits_the_toy(toy: ToyModel) -> None:
         # drag and gravity trade off along a narrow valley, where Adam stops short
         assert abs(math.log(result.params[name] / value)) < abs(math.log(start[name] / value)), name
         assert result.params[name] == pytest.approx(value, rel=0.05), name
-    assert isinstance(result.all_params, ToySettings)
+    assert isinstance(result.model_settings, ToySettings)
 
 
 def test_toy_validation_names_its_own_parameters(toy: ToyModel) -> None:
     problem = toy_problem(drag=1.0, gravity_scale=1.0)
-    problem.fit = ["tension_stiffness"]
+    problem.free_parameters = ["tension_stiffness"]
     with pytest.raises(FitError, match="choose from drag, gravity_scale"):
         fit(problem)
     problem = toy_problem(drag=1.0, gravity_scale=1.0)
@@ -272,7 +298,7 @@ def test_toy_problem_file_round_trip(toy: ToyModel, tmp_path: Path) -> None:
     problem = toy_problem(drag=2.0, gravity_scale=0.5)
     loaded = load_problem(save_problem(problem, tmp_path / "toy.npz"))
     assert loaded.model == TOY_NAME
-    assert isinstance(loaded.params, ToySettings) and loaded.params == problem.params
+    assert isinstance(loaded.model_settings, ToySettings) and loaded.model_settings == problem.model_settings
     np.testing.assert_array_equal(loaded.targets[-1].positions, problem.targets[-1].positions)
 
 
@@ -282,7 +308,7 @@ def toy_problem_with(truth: dict[str, float], start: dict[str, float], fit_names
     sim = ToySimulator(mesh, ToySettings(**truth), "cpu", 1)
     x = sim.rollout(max(FRAMES), FRAMES).numpy()
     targets = [Target(f, x[k]) for k, f in enumerate(FRAMES)]
-    return FitProblem(mesh, ToySettings(**start), targets, fit=fit_names, model=TOY_NAME)
+    return FitProblem(mesh, ToySettings(**start), targets, free_parameters=fit_names, model=TOY_NAME)
 
 
 def test_parameter_floor_and_plausible_range_defaults(toy: ToyModel) -> None:
@@ -336,7 +362,7 @@ def test_fitting_too_few_parameters_is_a_misfit(toy: ToyModel) -> None:
     )
     result = fit(problem, FitSettings(optimizer="lm"))
     assert result.outcome == "misfit"
-    assert result.rmse_m > 100 * result.tolerance_m
+    assert result.rmse > 100 * result.tolerance
     assert "fit more parameters" in result.outcome_reason and "mm" in result.outcome_reason
     assert (
         result.search["global_phase"]
@@ -347,7 +373,7 @@ def test_fitting_too_few_parameters_is_a_misfit(toy: ToyModel) -> None:
         line.startswith("  outcome: misfit") for line in format_table({**result.summary(), "name": "toy"})
     )
     loose = fit(problem, FitSettings(optimizer="lm", tolerance_m=10.0))
-    assert loose.outcome == "converged" and loose.tolerance_m == 10.0
+    assert loose.outcome == "converged" and loose.tolerance == 10.0
     # cancelled during the global phase: not a finished search, so not a misfit
     calls = {"n": 0}
 
@@ -405,7 +431,7 @@ def test_only_fit_error_leaves_fit(error: Exception | None) -> None:
         else:
             result = fit(problem)  # nothing simulates: a result that says so
             assert result.outcome == "failed" and "diverged" in result.outcome_reason
-            assert result.params == {"drag": 1.0, "gravity_scale": 1.0} and math.isnan(result.rmse_m)
+            assert result.params == {"drag": 1.0, "gravity_scale": 1.0} and math.isnan(result.rmse)
         with pytest.raises(FitError, match="optimizer must be"):
             fit(problem, FitSettings(optimizer="newton"))
     finally:

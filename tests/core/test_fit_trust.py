@@ -15,7 +15,7 @@ import pytest
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitProblem, FitResult, FitSettings, Target, fit
-from warp_core.fit.objective import MAX_STRETCH
+from warp_core.fit.objective.objective import MAX_STRETCH
 from warp_core.models.blender_cloth.model import PARAMETER_FLOORS
 from warp_core.models.blender_cloth.params import PARAMETER_BOUNDS
 
@@ -58,7 +58,7 @@ def problem(
 ) -> FitProblem:
     x = ClothSimulator(mesh, truth, precision=precision).simulate(max(frames), frames)
     targets = [Target(f, x[k]) for k, f in enumerate(frames)]
-    return FitProblem(mesh, truth.replace(**start), targets, fit=names, ties=ties or {})
+    return FitProblem(mesh, truth.replace(**start), targets, free_parameters=names, ties=ties or {})
 
 
 def assert_honest(result: FitResult, truth: ClothParams, rel: float = 0.01) -> None:
@@ -67,7 +67,7 @@ def assert_honest(result: FitResult, truth: ClothParams, rel: float = 0.01) -> N
     assert result.outcome in ("converged", "misfit", "stalled"), result.outcome
     assert all(math.isfinite(v) for v in result.params.values())
     if result.outcome == "converged":
-        assert result.rmse_m <= result.tolerance_m
+        assert result.rmse <= result.tolerance
         # a parameter whose effect on the targets another one can stand in for is named in a
         # warning; only the pair's combination is promised, and the match above checks that
         collinear = {e["name"] for e in result.identifiability if e["collinear_with"]}
@@ -132,7 +132,7 @@ def test_start_at_the_maximum(start: dict[str, float], monkeypatch: pytest.Monke
     p = problem(clamped(), TRUTH4, {**DEFAULT_START, **start}, FOUR, [8, 16, 24], TIED)
     result = fit(p, FitSettings())
     assert_honest(result, TRUTH4, rel=0.05)
-    assert result.rmse_m < result.initial_rmse_m
+    assert result.rmse < result.initial_rmse
     for values in seen:
         for name, value in values.items():
             lo, hi = PARAMETER_BOUNDS[name]
@@ -181,9 +181,12 @@ def test_truth_at_a_bound(truth_values: dict[str, float], name: str, side: str) 
         assert result.at_bounds == {name: side}
         assert any(w.startswith(f"{name} ended at its upper limit 10") for w in result.warnings)
     else:
-        # bending this low moves the sheet by micrometres: the fit stops on or just above
-        # the floor, wherever the targets stop telling the values apart
-        assert PARAMETER_FLOORS[name] <= result.params[name] <= 3 * PARAMETER_FLOORS[name]
+        # bending this low moves the sheet by micrometres: the fit stops on or above the
+        # floor, wherever the targets stop telling the values apart (where that is depends
+        # on the CPU's rounding), so the values that match as well reach down to the floor
+        assert PARAMETER_FLOORS[name] <= result.params[name] < 0.01
+        (entry,) = [e for e in result.identifiability if e["name"] == name]
+        assert result.params[name] * entry["matched_range"][0] <= PARAMETER_FLOORS[name]
         assert result.params["air_damping"] == pytest.approx(1.0, rel=1e-3)
         if name in result.at_bounds:
             assert result.at_bounds[name] == "lower"
@@ -207,12 +210,13 @@ def test_misfit_is_reported(truth: ClothParams, target_params: ClothParams | Non
         mesh,
         start,
         [Target(f, x[k]) for k, f in enumerate(frames)],
-        fit=["tension_stiffness", "bending_stiffness"],
+        free_parameters=["tension_stiffness", "bending_stiffness"],
         ties=TIED,
     )
-    result = fit(p, FitSettings())
+    # room to settle after the global phase: 32 accepted steps on one CPU, fewer on another
+    result = fit(p, FitSettings(max_iterations=60))
     assert result.outcome == "misfit", result.outcome_reason
-    assert result.rmse_m > 10 * result.tolerance_m
+    assert result.rmse > 10 * result.tolerance
     assert "fit more parameters or check the scene settings" in result.outcome_reason
     assert result.search["global_phase"]
     assert result.search["candidates"] == 2 * FitSettings().global_points_per_parameter
@@ -229,9 +233,9 @@ def test_tiny_cloth_is_judged_on_its_own_scale() -> None:
         TIED,
     )
     result = fit(p, FitSettings())
-    assert result.motion_m < 2e-3
-    assert result.tolerance_m == pytest.approx(1e-3 * result.motion_m)  # 0.7 micrometres
-    assert result.iterations >= 1 and result.rmse_m < result.initial_rmse_m
+    assert result.motion < 2e-3
+    assert result.tolerance == pytest.approx(1e-3 * result.motion)  # 0.7 micrometres
+    assert result.iterations >= 1 and result.rmse < result.initial_rmse
     assert_honest(result, TRUTH)
     if result.outcome != "converged":
         # Blender's solver at this scale: a 1e-6 change moves the cloth by micrometres
@@ -251,7 +255,7 @@ def test_float32_reaches_what_float64_reaches() -> None:
         assert_honest(result, TRUTH, rel=0.002)
     assert r32.params["bending_stiffness"] == pytest.approx(r64.params["bending_stiffness"], rel=0.002)
     # the float32 noise floor (1000 epsilons of the largest coordinate) stays under the tolerance
-    assert r32.tolerance_m == pytest.approx(1e-3 * r32.motion_m) and r32.rmse_m < 1e-5
+    assert r32.tolerance == pytest.approx(1e-3 * r32.motion) and r32.rmse < 1e-5
 
 
 def test_adam_never_accepts_a_torn_apart_start() -> None:
@@ -270,10 +274,12 @@ def test_adam_never_accepts_a_torn_apart_start() -> None:
         p, FitSettings(optimizer="adam", max_iterations=3), progress=lambda k, loss, v: seen.append(v)
     )
     assert any("diverged at the start values" in w for w in result.warnings)
-    assert result.initial_rmse_m is None
+    assert result.initial_rmse is None
     for values in seen:
-        x = ClothSimulator(mesh, p.params.replace(**values), precision="float64").simulate(16, [8, 16])
-        assert ClothSimulator(mesh, p.params).max_stretch(x) <= MAX_STRETCH
+        x = ClothSimulator(mesh, p.model_settings.replace(**values), precision="float64").simulate(
+            16, [8, 16]
+        )
+        assert ClothSimulator(mesh, p.model_settings).max_stretch(x) <= MAX_STRETCH
     assert_honest(result, TRUTH)
     assert result.identifiability  # computed at the result without a diverged rollout
 
@@ -312,8 +318,8 @@ def test_converged_only_when_the_match_survives_rounding(tolerance_mm: float) ->
     converged depends on the rounding gap alone."""
     result = fit(stiff_problem(), FitSettings(tolerance_m=tolerance_mm * 1e-3, global_search=False))
     assert result.params["tension_stiffness"] == pytest.approx(122.13, rel=1e-9)
-    assert result.rmse_m <= 0.5 * result.tolerance_m  # matched in the model
-    gap = result.rounding_gap_m  # float32 against float64 (0.087 mm measured at the truth)
+    assert result.rmse <= 0.5 * result.tolerance  # matched in the model
+    gap = result.rounding_gap  # float32 against float64 (0.087 mm measured at the truth)
     assert 0.05e-3 < gap < 1e-3
     if tolerance_mm == 1.0:
         assert result.outcome == "converged", result.outcome_reason

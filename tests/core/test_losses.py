@@ -4,13 +4,9 @@ import numpy as np
 import pytest
 import warp as wp
 
-from warp_core.losses import (
-    SurfaceDistance,
-    launch_vertex_distance_loss,
-    launch_vertex_residuals,
-    vertex_residuals,
-)
 from warp_core.mesh import grid_mesh
+from warp_core.targets.surface_distance import SurfaceDistance
+from warp_core.targets.vertex import launch_vertex_distance_loss, launch_vertex_residuals, vertex_residuals
 
 wp.config.log_level = wp.LOG_WARNING  # no module-load messages
 

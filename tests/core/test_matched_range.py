@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from warp_core.fit.identifiability import MATCHED_RANGE_CAP, identifiability
+from warp_core.fit.verdict.identifiability import MATCHED_RANGE_CAP, identifiability
 
 
 def test_matched_range_is_the_tolerance_ellipsoid() -> None:

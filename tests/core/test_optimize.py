@@ -9,16 +9,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from warp_core.fit import run as fit_run
-from warp_core.fit.adam import adam
-from warp_core.fit.global_search import SearchOptions, design_points, search
-from warp_core.fit.identifiability import identifiability
-from warp_core.fit.lbfgs import lbfgs, lbfgs_finished_run, lbfgs_run
-from warp_core.fit.lm import levenberg_marquardt
-from warp_core.fit.optimize import STATIONARY_STOPS, FitDivergedError, OptimizeSettings, RunState
-from warp_core.fit.run import Tracker
-from warp_core.fit.spec import ParameterSpec
-from warp_core.fit.subproblem import minimize_box_quadratic
+from warp_core.fit.optimizers import run as fit_run
+from warp_core.fit.optimizers.adam import adam
+from warp_core.fit.optimizers.base import STATIONARY_STOPS, FitDivergedError, OptimizeSettings, RunState
+from warp_core.fit.optimizers.global_search import SearchOptions, design_points, search
+from warp_core.fit.optimizers.lbfgs import lbfgs, lbfgs_finished_run, lbfgs_run
+from warp_core.fit.optimizers.lm import levenberg_marquardt
+from warp_core.fit.optimizers.run import Tracker
+from warp_core.fit.optimizers.subproblem import minimize_box_quadratic
+from warp_core.fit.problem.spec import ParameterSpec
+from warp_core.fit.verdict.identifiability import identifiability
 
 
 class ExpDecay:

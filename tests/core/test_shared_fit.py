@@ -30,7 +30,7 @@ def problem(mesh: ClothMesh, tension: float, frames: list[int]) -> FitProblem:
     x = ClothSimulator(mesh, truth, precision="float64").simulate(max(frames), frames)
     start = truth.replace(tension_stiffness=15.0, compression_stiffness=15.0)
     targets = [Target(f, x[k]) for k, f in enumerate(frames)]
-    return FitProblem(mesh, start, targets, fit=["tension_stiffness"], ties=dict(TIE))
+    return FitProblem(mesh, start, targets, free_parameters=["tension_stiffness"], ties=dict(TIE))
 
 
 def test_one_object_the_shared_values_do_not_fit_is_not_hidden_by_the_others() -> None:
@@ -41,9 +41,9 @@ def test_one_object_the_shared_values_do_not_fit_is_not_hidden_by_the_others() -
     result = fit_shared([big, small], FitSettings(), names=["Cantilever", "Hanging"])
     joint, (a, b) = result.joint, result.members
     assert joint.params["tension_stiffness"] == pytest.approx(40.0, rel=0.02)
-    assert joint.rmse_m <= joint.tolerance_m  # the pooled RMSE alone would say matched
-    assert a.outcome == "converged" and a.rmse_m <= a.tolerance_m
-    assert b.rmse_m > 100 * b.tolerance_m and b.outcome == "misfit"
+    assert joint.rmse <= joint.tolerance  # the pooled RMSE alone would say matched
+    assert a.outcome == "converged" and a.rmse <= a.tolerance
+    assert b.rmse > 100 * b.tolerance and b.outcome == "misfit"
     assert "Hanging is not matched by the shared values" in b.outcome_reason
     assert joint.outcome == "misfit" and "Hanging" in joint.outcome_reason
 
@@ -51,7 +51,7 @@ def test_one_object_the_shared_values_do_not_fit_is_not_hidden_by_the_others() -
 def test_objects_that_fit_different_parameters_are_refused_by_name() -> None:
     a = problem(clamped_sheet(8), 40.0, [10])
     b = problem(hanging(), 40.0, [10])
-    b.fit, b.ties = ["tension_stiffness", "bending_stiffness"], dict(TIE)
+    b.free_parameters, b.ties = ["tension_stiffness", "bending_stiffness"], dict(TIE)
     with pytest.raises(
         FitError, match="Hanging fits tension_stiffness, bending_stiffness, Flag tension_stiffness"
     ):

@@ -239,7 +239,7 @@ def test_a_body_far_from_the_origin_moves_as_it_does_near_it() -> None:
 def test_a_problem_with_colliders_saves_and_loads(tmp_path) -> None:
     """Colliders hold arrays: the problem file keeps them exactly, and the loaded problem
     simulates as the saved one."""
-    from warp_core.fit.problem_io import load_problem, save_problem
+    from warp_core.fit.problem.files import load_problem, save_problem
 
     lift = np.repeat(np.eye(4)[None], 6, axis=0)
     lift[:, 2, 3] = 0.02 * np.arange(6)
@@ -248,8 +248,10 @@ def test_a_problem_with_colliders_saves_and_loads(tmp_path) -> None:
     x = SoftBodySimulator(mesh, params).rollout(5, [5]).numpy()
     problem = FitProblem(mesh, params, [Target(5, x[0])], ["young_modulus"], model="soft_body")
     loaded = load_problem(save_problem(problem, tmp_path / "lift.npz"))
-    (collider,) = loaded.params.colliders
+    (collider,) = loaded.model_settings.colliders
     np.testing.assert_array_equal(collider.matrices, lift)
     np.testing.assert_array_equal(collider.triangles, params.colliders[0].triangles)
-    assert loaded.params.replace(colliders=()) == params.replace(colliders=())
-    np.testing.assert_array_equal(SoftBodySimulator(loaded.mesh, loaded.params).rollout(5, [5]).numpy(), x)
+    assert loaded.model_settings.replace(colliders=()) == params.replace(colliders=())
+    np.testing.assert_array_equal(
+        SoftBodySimulator(loaded.mesh, loaded.model_settings).rollout(5, [5]).numpy(), x
+    )

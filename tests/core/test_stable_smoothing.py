@@ -12,9 +12,9 @@ import pytest
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitProblem, FitSettings, Target
-from warp_core.fit import tangents as tangents_module
-from warp_core.fit.engine import parameter_spec
-from warp_core.fit.objective import FitObjective
+from warp_core.fit.objective import tangents as tangents_module
+from warp_core.fit.objective.objective import FitObjective
+from warp_core.fit.problem.spec import parameter_spec
 
 TRUTH = ClothParams(tension_stiffness=40.0, compression_stiffness=40.0, bending_stiffness=2.0, quality=3)
 FRAMES = [6, 12]
@@ -32,7 +32,7 @@ def _objective() -> tuple[FitObjective, dict[str, float]]:
         mesh,
         start,
         [Target(f, targets[k]) for k, f in enumerate(FRAMES)],
-        fit=["tension_stiffness", "bending_stiffness"],
+        free_parameters=["tension_stiffness", "bending_stiffness"],
         ties={"compression_stiffness": "tension_stiffness"},
     )
     spec = parameter_spec(problem)
@@ -41,7 +41,7 @@ def _objective() -> tuple[FitObjective, dict[str, float]]:
 
 def _loss(objective: FitObjective, values: dict[str, float], frozen: np.ndarray) -> float:
     x, _ = objective.positions(values, frozen=frozen)
-    r = objective._residuals_at(x)
+    r = objective.residuals_at(x)
     return 0.5 * float(r @ r)
 
 
@@ -58,7 +58,7 @@ def test_a_smooth_scene_keeps_the_tape_gradient() -> None:
     _, frozen = objective.positions(values)
     for group in (["tension_stiffness", "compression_stiffness"], ["bending_stiffness"]):
         sides = [
-            _loss(objective, objective._moved(values, group, math.log(values[group[0]]) + s), frozen)
+            _loss(objective, objective.moved(values, group, math.log(values[group[0]]) + s), frozen)
             for s in (0.01, -0.01)
         ]
         slope = (sides[0] - sides[1]) / 0.02
@@ -80,8 +80,8 @@ def test_entries_the_tape_overstates_become_the_loss_slope_over_the_tangent_step
     _, frozen = objective.positions(values)
     for group in (["tension_stiffness", "compression_stiffness"], ["bending_stiffness"]):
         z = math.log(values[group[0]])
-        up = _loss(objective, objective._moved(values, group, z + 0.01), frozen)
-        down = _loss(objective, objective._moved(values, group, z - 0.01), frozen)
+        up = _loss(objective, objective.moved(values, group, z + 0.01), frozen)
+        down = _loss(objective, objective.moved(values, group, z - 0.01), frozen)
         slope = (up - down) / ((z + 0.01) - (z - 0.01))
         assert smoothed[group[0]] * values[group[0]] == pytest.approx(slope, rel=1e-12), group
     assert smoothed["compression_stiffness"] == 0.0
@@ -95,4 +95,4 @@ def test_the_motion_norm_is_the_residual_of_the_cloth_at_rest() -> None:
     objective, _ = _objective()
     rest = objective.problem.mesh.vertices
     expected = math.sqrt(sum(float(np.sum((t.positions - rest) ** 2)) for t in objective.problem.targets))
-    assert tangents_module.motion_norm(objective) == pytest.approx(expected, rel=1e-12)
+    assert objective.motion_norm() == pytest.approx(expected, rel=1e-12)

@@ -9,8 +9,8 @@ import pytest
 from tape_check import GradientCase, start_off_rest
 
 from warp_core import ClothMesh, ClothParams, grid_mesh
-from warp_core.fit.problem import FitProblem, Target
-from warp_core.fit.problem_io import load_problem, save_problem
+from warp_core.fit.problem.files import load_problem, save_problem
+from warp_core.fit.problem.problem import FitProblem, Target
 from warp_core.models.blender_cloth.params import ALL_PARAMETER_NAMES, GROUP_MAXIMUM_NAMES
 from warp_core.models.blender_cloth.simulator import ClothSimulator
 from warp_core.models.blender_cloth.topology import (
@@ -112,7 +112,9 @@ def test_maxima_gradients_match_finite_differences(model: str) -> None:
 def test_problem_files_keep_the_group_weights(tmp_path) -> None:
     mesh = grouped_mesh()
     mesh.shear_stiffness_weight = None
-    problem = FitProblem(mesh, ClothParams(), [Target(2, mesh.vertices)], fit=["tension_stiffness_max"])
+    problem = FitProblem(
+        mesh, ClothParams(), [Target(2, mesh.vertices)], free_parameters=["tension_stiffness_max"]
+    )
     loaded = load_problem(save_problem(problem, tmp_path / "p.npz"))
     np.testing.assert_array_equal(loaded.mesh.structural_stiffness_weight, mesh.structural_stiffness_weight)
     np.testing.assert_array_equal(loaded.mesh.bending_stiffness_weight, mesh.bending_stiffness_weight)

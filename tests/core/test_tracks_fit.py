@@ -7,9 +7,9 @@ import pytest
 
 from warp_core import ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, fit
-from warp_core.fit.problem_io import load_problem, save_problem
+from warp_core.fit.problem.files import load_problem, save_problem
+from warp_core.targets import Reprojection
 from warp_core.tracks.camera import Intrinsics, project
-from warp_core.tracks.loss import Reprojection
 from warp_core.tracks.targets import FootageTargets, TrackBinding
 
 FRAMES = list(range(4, 31, 2))
@@ -79,7 +79,7 @@ def test_residuals_vanish_at_the_truth_and_tangents_match_differences() -> None:
     rng = np.random.default_rng(1)
     base = x + rng.normal(0.0, 0.01, x.shape)
     dx = rng.normal(0.0, 1.0, x.shape)
-    assert np.abs(loss.errors(base)).max() > 2.0 * targets.huber_px
+    assert np.abs(loss.marker_errors(base)).max() > 2.0 * targets.huber_px
     # the profiled residuals (each side's bindings solved again from the given ones) differ
     # like the tangent says, at two steps
     tangent = loss.residual_tangents(base, dx)
@@ -90,7 +90,7 @@ def test_residuals_vanish_at_the_truth_and_tangents_match_differences() -> None:
     held = Reprojection(targets, FRAMES, 1.0, profile=False).residual_tangents(base, dx)
     assert np.linalg.norm(held - tangent) > 1e-2 * np.linalg.norm(tangent)
     # Huber: 0.5 |r|^2 is quadratic below the threshold and linear beyond it
-    e = np.linalg.norm(loss.errors(base), axis=1)
+    e = np.linalg.norm(loss.marker_errors(base), axis=1)
     r = loss.residuals(base).reshape(-1, 2)
     d = targets.huber_px
     expect = np.where(e <= d, 0.5 * e**2, d * e - 0.5 * d**2)
@@ -103,17 +103,17 @@ def test_fit_to_noisy_markers_recovers_the_values_and_reports_pixels() -> None:
     targets, _ = footage(mesh, truth, noise_px=0.5, seed=3)
     names = ["tension_stiffness", "bending_stiffness"]
     start = truth.replace(tension_stiffness=90.0, bending_stiffness=3.0)
-    problem = FitProblem(mesh, start, [], fit=names, tracks=targets)
+    problem = FitProblem(mesh, start, [], free_parameters=names, tracks=targets)
     result = fit(problem, FitSettings())
     assert result.unit == "px"
     assert result.outcome == "converged", result.outcome_reason
     assert "px" in result.outcome_reason and "mm" not in result.outcome_reason
-    assert result.tolerance_m == pytest.approx(1.0)
+    assert result.tolerance == pytest.approx(1.0)
     # 0.5 px per axis: about 0.7 px RMS at the truth
-    assert 0.4 < result.rmse_m < 0.9
+    assert 0.4 < result.rmse < 0.9
     assert result.params["tension_stiffness"] == pytest.approx(30.0, rel=0.03)
     summary = result.summary()
-    assert summary["unit"] == "px" and summary["rmse_m"] is None and summary["rmse_px"] == result.rmse_m
+    assert summary["unit"] == "px" and summary["rmse_m"] is None and summary["rmse_px"] == result.rmse
     assert set(result.track_errors) == {b.track for b in targets.bindings}
     assert max(result.track_errors.values()) < 2.0
 
@@ -123,13 +123,13 @@ def test_bad_footage_targets_are_refused_by_name() -> None:
     targets, _ = footage(mesh, ClothParams())
     targets.cameras.pop(FRAMES[3])
     with pytest.raises(ValueError, match=f"no camera matrix at frame.*{FRAMES[3]}"):
-        FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"], tracks=targets).validate()
+        FitProblem(mesh, ClothParams(), [], free_parameters=["tension_stiffness"], tracks=targets).validate()
     targets, _ = footage(mesh, ClothParams())
     targets.marker_frame[0] = 0
     with pytest.raises(ValueError, match="before the simulation start frame 1"):
-        FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"], tracks=targets).validate()
+        FitProblem(mesh, ClothParams(), [], free_parameters=["tension_stiffness"], tracks=targets).validate()
     targets, _ = footage(mesh, ClothParams())
-    problem = FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"], tracks=targets)
+    problem = FitProblem(mesh, ClothParams(), [], free_parameters=["tension_stiffness"], tracks=targets)
     with pytest.raises(FitError, match="no tape gradient"):
         fit(problem, FitSettings(optimizer="adam"))
 
@@ -137,7 +137,7 @@ def test_bad_footage_targets_are_refused_by_name() -> None:
 def test_a_footage_problem_survives_its_file(tmp_path) -> None:
     mesh = hanging_sheet()
     targets, x = footage(mesh, ClothParams(tension_stiffness=30.0), noise_px=0.3, seed=2)
-    problem = FitProblem(mesh, ClothParams(), [], fit=["tension_stiffness"], tracks=targets)
+    problem = FitProblem(mesh, ClothParams(), [], free_parameters=["tension_stiffness"], tracks=targets)
     back = load_problem(save_problem(problem, tmp_path / "footage.npz"))
     assert back.loss_kind == "tracks" and back.targets == [] and back.target_frames == FRAMES
     assert back.tracks.intrinsics == targets.intrinsics and back.tracks.bindings == targets.bindings
@@ -157,15 +157,15 @@ def test_mistracked_markers_do_not_drag_the_values_and_are_named() -> None:
     targets.marker_pixel[bad] += rng.normal(0.0, 15.0, (int(bad.sum()), 2))
     names = ["tension_stiffness", "bending_stiffness"]
     start = truth.replace(tension_stiffness=90.0, bending_stiffness=3.0)
-    result = fit(FitProblem(mesh, start, [], fit=names, tracks=targets), FitSettings())
+    result = fit(FitProblem(mesh, start, [], free_parameters=names, tracks=targets), FitSettings())
     # Huber: measured tension -1.7 %, bending +2.9 %; least squares on the same markers: +41 %
     assert result.params["tension_stiffness"] == pytest.approx(30.0, rel=0.05)
     assert result.params["bending_stiffness"] == pytest.approx(1.0, rel=0.05)
     targets.huber_px = 1.0e6
-    plain = fit(FitProblem(mesh, start, [], fit=names, tracks=targets), FitSettings())
+    plain = fit(FitProblem(mesh, start, [], free_parameters=names, tracks=targets), FitSettings())
     assert plain.params["bending_stiffness"] > 1.2
     # they are not called a match, and the result says which tracks hold them
-    assert result.outcome != "converged" and result.rmse_m > 1.0
+    assert result.outcome != "converged" and result.rmse > 1.0
     far = [w for w in result.warnings if "markers are more than 6 px off" in w]
     assert len(far) == 1 and "mute them" in far[0]
     worst = next(iter(result.track_errors))

@@ -5,12 +5,14 @@ The engine reaches a model only through the registry (``warp_core.models.get_mod
 the ``Model``/``Simulator`` protocols, so a new model needs no change here.
 """
 
-from .engine import fit, problem_metadata
-from .objective import FitObjective
-from .outcome import OUTCOMES
-from .problem import FitError, FitProblem, FitSettings, Target
-from .result import FitResult
+from .engine import fit
+from .objective.objective import FitObjective
+from .problem.files import problem_metadata
+from .problem.problem import FitError, FitProblem, Target
+from .problem.settings import FitSettings
 from .shared import SharedFitResult, fit_shared
+from .verdict.outcome import OUTCOMES
+from .verdict.result import FitResult
 
 __all__ = [
     "FitError",

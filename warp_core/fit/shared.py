@@ -5,7 +5,7 @@ part of the material; one objective that sums their residuals pins down what no 
 does. Each object keeps its own mesh, pins, targets and unfitted settings; the fitted
 parameters are one set for all. The residuals are stacked, so the joint loss is the sum of
 the members' losses and the optimizers, the global phase and the outcome rules work on it
-unchanged (:func:`.engine.run_objective`).
+unchanged (:func:`.stages.run_objective`).
 
 Every member must match its own targets for the shared fit to be called converged: a
 pooled RMSE could hide one object that the shared values do not fit.
@@ -23,13 +23,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import one_line
-from .engine import parameter_spec, run_objective
-from .identifiability import identifiability
-from .objective import FitObjective
-from .outcome import fit_scales, rounding_check
-from .problem import FitError, FitProblem, FitSettings
-from .report import format_mm
-from .result import FitResult
+from ..targets.units import METRES
+from .objective.objective import FitObjective
+from .problem.problem import FitError, FitProblem
+from .problem.settings import FitSettings
+from .problem.spec import parameter_spec
+from .stages import run_objective
+from .verdict.identifiability import identifiability
+from .verdict.outcome import fit_scales, rounding_check
+from .verdict.report import format_mm
+from .verdict.result import FitResult
 
 __all__ = ["JointObjective", "SharedFitResult", "fit_shared"]
 
@@ -39,17 +42,21 @@ class JointObjective:
     losses and gradients summed. Has the methods the optimizers and the result use."""
 
     def __init__(self, members: list[FitObjective]) -> None:
-        kinds = sorted({m.kind for m in members})
+        kinds = sorted({m.target.name for m in members})
         if len(kinds) > 1:
             raise ValueError(f"a shared fit needs one loss for every object, got {' and '.join(kinds)}")
-        if kinds == ["tracks"]:
-            raise ValueError("footage targets are fitted one object at a time, not in a shared fit")
+        refusal = members[0].target.shared_refusal
+        if refusal is not None:
+            raise ValueError(refusal)
         self.members = members
-        self.kind = kinds[0]
-        self.unit = "m"
+        self.unit = METRES
         self.spec = members[0].spec
         self.tangent_step = members[0].tangent_step
         self.last_jacobian: tuple[tuple, np.ndarray] | None = None
+
+    def tape_gradient_refusal(self) -> str | None:
+        """The first member's reason to have no tape gradient (None where every member has one)."""
+        return next((r for m in self.members if (r := m.tape_gradient_refusal()) is not None), None)
 
     @property
     def n_forward(self) -> int:
@@ -167,7 +174,7 @@ class SharedFitResult:
             "undetermined_alone": {n: list(u) for n, u in zip(names, self.undetermined_alone, strict=True)},
             "determined_jointly": list(self.determined_jointly),
             "member_outcomes": {n: m.outcome for n, m in zip(names, self.members, strict=True)},
-            "member_rmse_m": {n: m.rmse_m for n, m in zip(names, self.members, strict=True)},
+            "member_rmse_m": {n: m.rmse for n, m in zip(names, self.members, strict=True)},
         }
 
 
@@ -178,7 +185,7 @@ def fit_shared(
     cancel: Any = None,
     names: list[str] | None = None,
 ) -> SharedFitResult:
-    """Fit one set of ``problems[0].fit`` values to every problem's targets at once.
+    """Fit one set of ``problems[0].free_parameters`` values to every problem's targets at once.
 
     The problems must use the same model, fitted parameters and ties; each keeps its own
     mesh, pins, targets and unfitted settings. The fit starts from the first problem's
@@ -200,7 +207,7 @@ def fit_shared(
             p.validate()
         spec = parameter_spec(first)
         members = [FitObjective(p, settings, spec.names, spec=spec) for p in problems]
-        kinds = {name: m.kind for name, m in zip(names, members, strict=True)}
+        kinds = {name: m.target.name for name, m in zip(names, members, strict=True)}
         if len(set(kinds.values())) > 1:
             by_kind = "; ".join(
                 f"{k}: {', '.join(n for n in names if kinds[n] == k)}" for k in sorted(set(kinds.values()))
@@ -213,7 +220,8 @@ def fit_shared(
         raise FitError(one_line(e)) from e
     starts = [dict(s) for s in settings.extra_starts]
     for p in problems[1:]:
-        other = {n: float(getattr(p.params, n)) for n in spec.free_names}
+        start = p.model_settings.values()
+        other = {n: float(start[n]) for n in spec.free_names}
         if other != {n: spec.initial[n] for n in spec.free_names} and other not in starts:
             starts.append(other)
     run_settings = dataclasses.replace(settings, extra_starts=starts)
@@ -231,9 +239,10 @@ def fit_shared(
 def _check_compatible(name: str, problem: FitProblem, first_name: str, first: FitProblem) -> None:
     if problem.model != first.model:
         raise ValueError(f"{name} uses the {problem.model} model, {first_name} {first.model}: one model only")
-    if list(problem.fit) != list(first.fit) or dict(problem.ties) != dict(first.ties):
+    if list(problem.free_parameters) != list(first.free_parameters) or dict(problem.ties) != dict(first.ties):
         raise ValueError(
-            f"{name} fits {', '.join(problem.fit) or 'nothing'}, {first_name} {', '.join(first.fit)}: "
+            f"{name} fits {', '.join(problem.free_parameters) or 'nothing'}, "
+            f"{first_name} {', '.join(first.free_parameters)}: "
             "a shared fit needs the same fitted parameters and ties on every object"
         )
 
@@ -271,11 +280,11 @@ def _assemble(
         undetermined = []
         if jac is not None:
             ident = identifiability(
-                jac[r], spec.free_names, values, m.residual_scale(), threshold=scales.report_m
+                jac[r], spec.free_names, values, m.residual_scale(), threshold=scales.report
             )
             undetermined = [e["name"] for e in ident if not e["determined"]]
         alone.append(undetermined)
-        members.append(_member_result(name, problem, m, values, result, scales.tolerance_m))
+        members.append(_member_result(name, problem, m, values, result, scales.tolerance))
     determined_jointly = [
         n for n in spec.free_names if n not in result.undetermined and any(n in u for u in alone)
     ]
@@ -319,19 +328,19 @@ def _member_result(
     motion = m.motion()
     return dataclasses.replace(
         joint,
-        all_params=problem.params.replace(**values),
+        model_settings=problem.model_settings.replace(**values),
         initial_loss=initial_loss,
         final_loss=0.5 * float(np.sum(m.residuals(values) ** 2)),
         per_vertex_error=errors,
-        rmse_m=rmse,
-        max_error_m=float(np.concatenate(list(errors.values())).max()),
-        initial_rmse_m=initial_rmse,
+        rmse=rmse,
+        max_error=float(np.concatenate(list(errors.values())).max()),
+        initial_rmse=initial_rmse,
         n_forward=m.n_forward,
         n_backward=m.n_backward,
         warnings=list(joint.warnings),
         outcome=outcome,
         outcome_reason=reason,
-        motion_m=motion,
+        motion=motion,
         rmse_relative=rmse / motion if motion > 0.0 else None,
-        tolerance_m=tolerance_m,
+        tolerance=tolerance_m,
     )

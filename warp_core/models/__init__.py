@@ -11,7 +11,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import Model, ModelRollout, ModelSettings, Parameter, Simulator
+from .base import Model, ModelBatchRollout, ModelRollout, ModelSettings, Parameter, Simulator
+
+# The model a fit problem simulates when it names none: Blender's cloth (problem files written
+# before problems named their model are all its problems).
+DEFAULT_MODEL = "blender_cloth"
 
 # name -> module (relative to this package) whose ``MODEL`` is the model
 _BUILTIN: dict[str, str] = {
@@ -46,6 +50,7 @@ def get_model(name: str) -> Model:
 
 __all__ = [
     "Model",
+    "ModelBatchRollout",
     "ModelRollout",
     "ModelSettings",
     "Parameter",

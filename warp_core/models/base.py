@@ -2,7 +2,9 @@
 
 The fit engine (``warp_core.fit``) only speaks to these two protocols, so a new model is
 a folder under ``warp_core/models/`` that registers a :class:`Model`; nothing in the fit
-engine changes.
+engine changes. What a fit may do with a model (tape gradients, batches, rollouts side by
+side, the contact probe) the model and its simulators declare here, so the fit engine
+never asks for a model by name.
 """
 
 from __future__ import annotations
@@ -73,12 +75,21 @@ class ModelSettings(Protocol):
 
     def validate(self) -> None: ...
 
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as plain JSON data (what ``Model.settings_from_dict`` reads back): how a
+        problem file stores them."""
+
 
 @runtime_checkable
 class ModelRollout(Protocol):
-    """The positions a rollout produced at its output frames."""
+    """The positions a rollout produced at its output frames: made by
+    ``Simulator.rollout`` (and ``rollout_shifted``), read by the fit's objective."""
 
     positions: Any  # (frames, N) wp.array of vec3, on the tape when one is recording
+    # what else the rollout found, by name, for the fit's report: the blender_cloth model
+    # with collision objects puts "contacts" here (where and when the cloth touched them);
+    # empty where a model finds nothing more
+    extras: dict[str, Any]
 
     @property
     def frozen(self) -> Any:
@@ -89,8 +100,17 @@ class ModelRollout(Protocol):
 
 
 @runtime_checkable
+class ModelBatchRollout(Protocol):
+    """Several forward rollouts run together: made by ``Simulator.rollout_batch``, read by
+    the fit's tangents and global phase."""
+
+    positions: np.ndarray  # (B, frames, N, 3) float64: member b is the rollout at points[b]
+
+
+@runtime_checkable
 class Simulator(Protocol):
-    """One mesh of one model on one Warp device.
+    """One mesh of one model on one Warp device: made by ``Model.build``, driven by the fit
+    engine (its objective, tangents and probes).
 
     Gradient hook: ``params`` is a Warp array of the model's continuous parameters in
     ``Model.parameters`` order with ``requires_grad``; a rollout made inside the caller's
@@ -117,14 +137,72 @@ class Simulator(Protocol):
         """Largest edge length over rest length in ``positions`` (frames, N, 3): how the fit
         tells a torn-apart (diverged) rollout from a real one."""
 
+    @property
+    def parallel_rollouts(self) -> bool:
+        """Whether several simulators built for the same problem may run rollouts at the
+        same time on threads, each on its own: read by the fit's tangents and global phase,
+        which run them side by side on the CPU's cores where True, one after the other
+        otherwise."""
+
+    def batch_width(self, rollouts: int) -> int:
+        """How many of ``rollouts`` forward rollouts (at different parameter values) one
+        :meth:`rollout_batch` call runs together; 0 where this simulator runs no batches.
+        Read by the fit's tangents and global phase before they call :meth:`rollout_batch`."""
+
+    def rollout_batch(
+        self,
+        points: list[dict[str, float]],
+        frame_end: int,
+        output_frames: list[int] | None = None,
+        goals: np.ndarray | None = None,
+        frozen: Any = None,
+    ) -> ModelBatchRollout:
+        """Forward rollouts at each of ``points`` (continuous parameter values over the
+        current settings) as one batch, each the same as :meth:`rollout` at its values;
+        ``goals`` and ``frozen`` as :meth:`rollout`'s, for every member. Called only where
+        :meth:`batch_width` is at least 2; NotImplementedError where it is always 0."""
+
+    def tape_gradient_refusal(self) -> str | None:
+        """None where a rollout inside a ``wp.Tape`` records the gradient of ``params``;
+        otherwise the subject of the sentence saying why not (e.g. ``"object collisions
+        have no tape gradient"``), which the fit engine completes when it refuses a
+        gradient-based optimizer for this simulator."""
+
+    @property
+    def contact_probe(self) -> bool:
+        """Whether contacts with collision objects may decide the motion, so that the fit
+        measures how far the same rollout from a start moved by far less than any scene
+        setting could ends up (the start-gap probe, :meth:`rollout_shifted`) and reports it
+        with the fitted values."""
+
+    def rollout_shifted(
+        self, shift_m: np.ndarray, frame_end: int, output_frames: list[int], goals: np.ndarray | None
+    ) -> ModelRollout:
+        """A forward rollout at the current parameters from the rest positions moved by
+        ``shift_m`` ((3,) metres): the start-gap probe. Called only where
+        :meth:`contact_probe` is True; NotImplementedError where it is always False."""
+
 
 @runtime_checkable
 class Model(Protocol):
-    """A material model: its parameters and how to simulate a mesh with them."""
+    """A material model: its parameters and how to simulate a mesh with them. Registered in
+    ``warp_core.models`` (``get_model``), read by the fit engine and the add-on."""
 
     name: str  # registry key, e.g. "blender_cloth"
     label: str  # shown to users
     parameters: Sequence[Parameter]  # the fittable ones, in gradient order
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether a rollout made inside a ``wp.Tape`` records its backward pass (see
+        :class:`Simulator`), so that gradient-based optimizers (Adam, L-BFGS) can fit this
+        model: read by the fit engine before it runs one. False: finite differences only."""
+
+    @property
+    def gradient_kinds(self) -> tuple[str, ...]:
+        """The kinds of tape gradient a fit may ask for (``FitSettings.gradient``); empty
+        where the model is not :attr:`differentiable`. Read by the fit engine to check a
+        fit's settings."""
 
     def default_settings(self) -> ModelSettings: ...
 

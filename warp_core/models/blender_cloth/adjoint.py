@@ -13,8 +13,9 @@ reverse: exact, implicit or stable (``adjoint_stable``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+import numpy as np
 import warp as wp
 
 from ...capture import graph_capture
@@ -22,44 +23,21 @@ from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
 from .adjoint_stable import ImplicitSubstepReverse, SubstepGuard
 from .buffers import SubstepBuffers
 from .graphs import graph_key
+from .params import ClothParams
 from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS
 from .state import ClothState, RolloutPlan
-from .step import CGControl, SubstepInputs
-
-if TYPE_CHECKING:
-    # the simulator imports this module to record its backward pass
-    from .simulator import ClothSimulator, Rollout
-
+from .step import CGControl, SubstepInputs, SubstepSolver
 
 GRADIENT_KINDS = ("exact", "stable", "implicit")
 
 
-def tape_bytes_per_vertex_substep(sim: ClothSimulator) -> int:
-    """Bytes the rollout keeps per vertex per substep for the backward pass (x and v)."""
-    scalar = 4 if sim.precision == "float32" else 8
-    return 2 * 3 * scalar
-
-
-def recompute_bytes(sim: ClothSimulator, cg_iterations: int) -> int:
-    """Transient bytes of the recompute buffers (values and gradients) for a substep of
-    ``cg_iterations`` CG iterations; with captured graphs every substep keeps buffers for
-    all 100. Allocated once per backward pass, not per substep."""
-    if sim.use_graphs:
-        cg_iterations = CG_MAX_ITERATIONS
-    buf = sim.make_buffers(max(cg_iterations, 1), requires_grad=False)
-    arrays = [a for a in vars(buf).values() if isinstance(a, wp.array)]
-    arrays += [a for value in vars(buf).values() if isinstance(value, list) for a in value]
-    # x, v in and out, and the parameters, are the other arrays with gradients
-    extra = 4 * sim.vertex_count * 3 * (4 if sim.precision == "float32" else 8)
-    return 2 * (sum(a.capacity for a in arrays) + extra)
-
-
 @dataclass
 class BackwardWorkspace:
-    """What a backward pass works in, kept on the simulator between passes so that the
-    graphs captured by one (one per substep index and CG length, which point at these
-    arrays) serve the next: the running adjoint, one substep's inputs and outputs, the
-    parameters' copy and the work buffers."""
+    """What a backward pass works in: the running adjoint, one substep's inputs and
+    outputs, the parameters' copy and the work buffers. Made and read by the backward pass
+    (``_workspace``), kept in the simulator's ``backward_workspace`` between passes so
+    that the graphs captured by one (one per substep index and CG length, which point at
+    these arrays) serve the next."""
 
     key: tuple
     adj_x: wp.array
@@ -79,14 +57,74 @@ class BackwardWorkspace:
     graphs: dict = field(default_factory=dict)
 
 
+class ReversibleSimulator(Protocol):
+    """What the backward pass reads from the simulator that ran the rollout, and where it
+    keeps its workspace between passes. ``simulator.ClothSimulator`` is one; it imports
+    this module to record its backward pass, so this module names only what it reads."""
+
+    device: str
+    dtype: Any  # wp.float32 or wp.float64
+    vec3: Any  # the matching Warp vector type
+    precision: str
+    params: wp.array
+    settings: ClothParams
+    solver: SubstepSolver
+    gradient: str  # one of GRADIENT_KINDS
+    cg_tolerance: float
+    # the last pass's workspace, reused while what its graphs bake in is unchanged
+    backward_workspace: BackwardWorkspace | None
+
+    @property
+    def vertex_count(self) -> int: ...
+
+    @property
+    def use_graphs(self) -> bool: ...
+
+    def make_buffers(self, cg_sets: int, requires_grad: bool) -> SubstepBuffers: ...
+
+    def load_modules(self) -> None: ...
+
+    def frame_rest(self, plan: RolloutPlan, fi: int) -> None: ...
+
+
+class RecordedRollout(Protocol):
+    """What the backward pass reads from the rollout it reverses (``simulator.Rollout``)."""
+
+    frames: list[int]
+    positions: wp.array  # (frames, N) vec3, with gradients
+    cg_iterations: np.ndarray  # per substep
+    state_x: wp.array | None  # (substeps + 1, N) vec3: the forward kept every substep start
+    state_v: wp.array | None
+
+
+def tape_bytes_per_vertex_substep(sim: ReversibleSimulator) -> int:
+    """Bytes the rollout keeps per vertex per substep for the backward pass (x and v)."""
+    scalar = 4 if sim.precision == "float32" else 8
+    return 2 * 3 * scalar
+
+
+def recompute_bytes(sim: ReversibleSimulator, cg_iterations: int) -> int:
+    """Transient bytes of the recompute buffers (values and gradients) for a substep of
+    ``cg_iterations`` CG iterations; with captured graphs every substep keeps buffers for
+    all 100. Allocated once per backward pass, not per substep."""
+    if sim.use_graphs:
+        cg_iterations = CG_MAX_ITERATIONS
+    buf = sim.make_buffers(max(cg_iterations, 1), requires_grad=False)
+    arrays = [a for a in vars(buf).values() if isinstance(a, wp.array)]
+    arrays += [a for value in vars(buf).values() if isinstance(value, list) for a in value]
+    # x, v in and out, and the parameters, are the other arrays with gradients
+    extra = 4 * sim.vertex_count * 3 * (4 if sim.precision == "float32" else 8)
+    return 2 * (sum(a.capacity for a in arrays) + extra)
+
+
 def _workspace(
-    sim: ClothSimulator, settings, schedule, with_exact: bool, with_implicit: bool
+    sim: ReversibleSimulator, settings, schedule, with_exact: bool, with_implicit: bool
 ) -> BackwardWorkspace:
     """The simulator's workspace for a backward pass of these settings, captured anew only
     when what the graphs bake in (schedule, gravity, ...; ``graph_key``) or the kind changed."""
     use_graphs = sim.use_graphs
     key = (graph_key(settings, schedule), with_exact, with_implicit, use_graphs, sim.cg_tolerance)
-    ws = sim._backward_workspace
+    ws = sim.backward_workspace
     if ws is not None and ws.key == key:
         return ws
     d, n, vec3 = sim.device, sim.vertex_count, sim.vec3
@@ -117,11 +155,13 @@ def _workspace(
         # backward for any substep of their index and length (masked iterations add nothing)
         ws.buf = sim.make_buffers(CG_MAX_ITERATIONS, requires_grad=True)
         sim.load_modules()
-    sim._backward_workspace = ws
+    sim.backward_workspace = ws
     return ws
 
 
-def _grow_buffers(sim: ClothSimulator, current: SubstepBuffers | None, iterations: int) -> SubstepBuffers:
+def _grow_buffers(
+    sim: ReversibleSimulator, current: SubstepBuffers | None, iterations: int
+) -> SubstepBuffers:
     if current is not None and current.cg_sets >= max(iterations, 1):
         return current
     return sim.make_buffers(max(iterations, 1), requires_grad=True)
@@ -129,8 +169,8 @@ def _grow_buffers(sim: ClothSimulator, current: SubstepBuffers | None, iteration
 
 def record_rollout_backward(
     tape: wp.Tape,
-    sim: ClothSimulator,
-    rollout: Rollout,
+    sim: ReversibleSimulator,
+    rollout: RecordedRollout,
     plan: RolloutPlan,
     x0: wp.array | None,
     v0: wp.array | None,

@@ -120,7 +120,7 @@ class ImplicitSubstepReverse:
         solution."""
         cg = self.cg
         wp.copy(cg.rhs, rhs)
-        launched = self.solver._solve(cg, control)
+        launched = self.solver.solve(cg, control)
         return cg.dv[launched % 2]
 
     def reverse(
@@ -165,8 +165,8 @@ class ImplicitSubstepReverse:
         buf = self.buf
         system = wp.Tape()
         with system:
-            v = solver._forces(settings, buf, params, start, inputs)
-            solver._assemble(buf, params, v, inputs.h)
+            v = solver.forces(settings, buf, params, start, inputs)
+            solver.assemble(buf, params, v, inputs.h)
         # both solves work on this system
         wp.copy(self.cg.system_diag, buf.system_diag)
         wp.copy(self.cg.system_offdiag, buf.system_offdiag)
@@ -175,7 +175,7 @@ class ImplicitSubstepReverse:
         wp.copy(self.dv, self._solve(buf.rhs, forward))
         update = wp.Tape()
         with update:
-            solver._finish(ClothState(start.x, v), self.dv, inputs, out)
+            solver.finish(ClothState(start.x, v), self.dv, inputs, out)
         update.backward()
         self._tapes = (system, update)
         if in_graph:
@@ -229,7 +229,7 @@ class SubstepGuard:
 
     def choose(self, x_grad: wp.array, v_grad: wp.array, param_grad: wp.array) -> None:
         """Overwrite the exact reverse's gradients with the kept ones where it exploded."""
-        dot = self.solver._dot
+        dot = self.solver.dot
         for row, a in enumerate((x_grad, v_grad, self.x, self.v)):
             dot(a, a, row, self.partials, self.norms)
         wp.launch(

@@ -12,14 +12,14 @@ whose CG has converged iterates masked (an exact no-op) while others go on, and 
 iterations stop once no member is active. So each member is its single run bit for bit,
 with the same CG iteration counts.
 
-Not in a batch (refused, run the members one at a time): object collisions, pressure,
-force fields and a dynamic mesh (each holds whole-mesh sums or state), and a tape: the
-adjoint runs per member, on single rollouts.
+A batch runs on ``ClothSimulator.batched``: a copy of the simulator on these tiled
+arrays. Not in a batch (refused, run the members one at a time): object collisions,
+pressure, force fields and a dynamic mesh (each holds whole-mesh sums or state), and a
+tape: the adjoint runs per member, on single rollouts.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -27,9 +27,6 @@ import numpy as np
 import warp as wp
 
 from .arrays import ClothArrays
-from .graphs import SubstepGraphs
-from .params import ALL_PARAMETER_NAMES
-from .step import SubstepSolver
 from .tape import suspended_tape
 
 # most members of one batch on the CPU (its kernels gain little from more: they run one
@@ -41,7 +38,8 @@ DEVICE_MEMORY_SHARE = 0.5
 
 @dataclass
 class BatchRollout:
-    """Every member's positions at the requested frames and CG iterations per substep."""
+    """Every member's positions at the requested frames and CG iterations per substep:
+    made by :func:`rollout_batch`, read by the fit's tangents and global phase."""
 
     frames: list[int]
     positions: np.ndarray  # (B, frames, N, 3) float64
@@ -119,21 +117,6 @@ def batch_arrays(a: ClothArrays, members: int) -> ClothArrays:
     )
 
 
-def batched_simulator(sim, members: int):
-    """A simulator of ``members`` copies of ``sim``'s mesh (same settings and dot order)."""
-    batch = copy.copy(sim)
-    batch.arrays = batch_arrays(sim.arrays, members)
-    batch.solver = SubstepSolver(batch.arrays)
-    batch.solver.dot_mode = sim.solver.dot_mode
-    batch.kernels = batch.solver.kernels
-    batch._graphs = SubstepGraphs(batch.solver)
-    batch._forward_buffers = None
-    batch._backward_workspace = None
-    batch._batch = None
-    batch.params = wp.zeros(members * len(ALL_PARAMETER_NAMES), dtype=sim.dtype, device=sim.device)
-    return batch
-
-
 def bytes_per_member(sim) -> int:
     """Device memory one member of a forward batch takes: the mesh's arrays, the substep's
     work arrays (two CG buffer sets) and the captured graphs' state and goals."""
@@ -185,11 +168,11 @@ def rollout_batch(
     if members < 1:
         raise ValueError("a batch needs at least one parameter set")
     rows = [sim.settings.with_parameters(values)[1] for values in param_sets]
-    batch = _cached_batch(sim, members)
+    batch = sim.batched(members)
     batch.settings = sim.settings
     batch.cg_tolerance = sim.cg_tolerance
     batch.graphs_enabled = sim.graphs_enabled
-    batch.params.assign(np.asarray(rows, dtype=sim._np_float).ravel())
+    batch.params.assign(np.asarray(rows, dtype=sim.np_float).ravel())
     n = sim.vertex_count
     stacked = None
     if goals is not None:
@@ -207,12 +190,3 @@ def rollout_batch(
     positions = x.reshape(x.shape[0], members, n, 3).transpose(1, 0, 2, 3)
     counts = result.cg_iterations.reshape(-1, members).T
     return BatchRollout(result.frames, np.ascontiguousarray(positions), np.ascontiguousarray(counts))
-
-
-def _cached_batch(sim, members: int):
-    """The batched simulator of ``members`` members (the last one built is kept)."""
-    cached = getattr(sim, "_batch", None)
-    if cached is None or cached.arrays.members != members or cached.solver.dot_mode != sim.solver.dot_mode:
-        cached = batched_simulator(sim, members)
-        sim._batch = cached
-    return cached

@@ -10,7 +10,7 @@
    then twice the impulses of every pair in contact, each vertex taking per axis the
    impulse of largest magnitude among its pairs (Blender's rule, independent of order);
 5. the accumulated impulses as a velocity change, which the substep's own update then
-   adds (``step.SubstepSolver._finish``: the position follows from the velocity).
+   adds (``step.SubstepSolver.finish``: the position follows from the velocity).
 
 A vertex gathers its pairs' impulses through its triangles, in a fixed order, so there are
 no atomics and the result is the same on every device.

@@ -65,6 +65,10 @@ class BlenderClothModel:
 
     name = "blender_cloth"
     label = "Blender Cloth"
+    differentiable = True  # a rollout on a tape records its adjoint (adjoint.py)
+    # not "implicit" (adjoint_stable.py): alone it is biased where Blender's truncated CG
+    # matters; the benchmarks compare it with these two
+    gradient_kinds = ("stable", "exact")
 
     def __init__(self) -> None:
         defaults = ClothParams()

@@ -8,6 +8,7 @@ positions get exact gradients for every parameter, the initial positions and vel
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 
@@ -15,16 +16,16 @@ import numpy as np
 import warp as wp
 
 from ...mesh import ClothMesh
-from .adjoint import record_rollout_backward
+from .adjoint import BackwardWorkspace, record_rollout_backward
 from .arrays import ClothArrays
-from .batch import batch_width, rollout_batch
+from .batch import batch_arrays, batch_width, rollout_batch
 from .buffers import SubstepBuffers
 from .collision import CollisionStage
 from .graphs import SubstepGraphs
 from .params import ALL_PARAMETER_NAMES, COLLISION_FIELDS, ClothParams
 from .schedule import CG_TOLERANCE, SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
-from .step import CGControl, SubstepInputs, SubstepSolver
+from .step import CGControl, SubstepSolver
 from .tape import suspended_tape
 from .topology import build_topology
 
@@ -60,10 +61,13 @@ class Rollout:
 
 
 class ClothSimulator:
-    """Blender's cloth model for one mesh on one Warp device.
+    """Blender's cloth model for one mesh on one Warp device: made by
+    ``BlenderClothModel.build`` (or directly, by tests and benchmarks), driven by the fit
+    engine through ``base.Simulator``.
 
     ``params`` is a Warp array of the continuous parameters in ``ALL_PARAMETER_NAMES`` order
-    (requires_grad): read ``params.grad`` after ``tape.backward``.
+    (requires_grad): read ``params.grad`` after ``tape.backward``. ``np_float`` is the
+    numpy dtype matching ``dtype`` (what host values are cast to before an upload).
     """
 
     def __init__(
@@ -90,23 +94,19 @@ class ClothSimulator:
         volume = None
         if params.use_pressure:
             volume = params.target_volume if params.use_pressure_volume else 0.0
-        self.arrays = ClothArrays.build(
-            mesh, self.topology, self.dtype, self.device, volume, params.force_fields
+        self._use_arrays(
+            ClothArrays.build(mesh, self.topology, self.dtype, self.device, volume, params.force_fields)
         )
-        self.solver = SubstepSolver(self.arrays)
         self._build_collisions()
-        self.kernels = self.solver.kernels
         self.vec3 = self.kernels.forces.vec3
-        self._np_float = np.float32 if precision == "float32" else np.float64
+        self.np_float = np.float32 if precision == "float32" else np.float64
         self.params = wp.array(
-            np.array([params.values()[k] for k in ALL_PARAMETER_NAMES], dtype=self._np_float),
+            np.array([params.values()[k] for k in ALL_PARAMETER_NAMES], dtype=self.np_float),
             dtype=self.dtype,
             device=self.device,
             requires_grad=True,
         )
-        self._forward_buffers: SubstepBuffers | None = None
         self.graphs_enabled = True
-        self._graphs = SubstepGraphs(self.solver)
         # the reverse pass a tape records (adjoint_stable.py): "exact" (every CG iteration
         # differentiated), "implicit" (each solve differentiated as if exact) or "stable"
         # (the exact one, the implicit one where the exact one explodes)
@@ -114,8 +114,20 @@ class ClothSimulator:
         # Blender's CG tolerance; a smaller one (kernel by kernel) only to check the implicit
         # gradient against an exact solve's
         self.cg_tolerance = CG_TOLERANCE
-        self._backward_workspace = None  # what the last backward pass captured (adjoint.py)
-        self._batch = None  # the last batch's simulator (batch.py)
+
+    def _use_arrays(self, arrays: ClothArrays, dot_mode: str | None = None) -> None:
+        """Run on ``arrays``: a solver, graphs and work buffers of their own (a batch shares
+        nothing of these with the simulator it copies)."""
+        self.arrays = arrays
+        self.solver = SubstepSolver(arrays)
+        if dot_mode is not None:
+            self.solver.dot_mode = dot_mode
+        self.kernels = self.solver.kernels
+        self._forward_buffers: SubstepBuffers | None = None
+        self._graphs = SubstepGraphs(self.solver)
+        # what the last backward pass worked in, kept for the next (adjoint.py reads and writes it)
+        self.backward_workspace: BackwardWorkspace | None = None
+        self._batch: ClothSimulator | None = None  # the last one ``batched`` made
 
     # ---------------------------------------------------------------- mesh arrays
     @property
@@ -162,7 +174,7 @@ class ClothSimulator:
                 self._build_collisions()
             values = values.values()
         self.settings, row = self.settings.with_parameters(values)
-        self.params.assign(np.array(row, dtype=self._np_float))
+        self.params.assign(np.array(row, dtype=self.np_float))
 
     @functools.cached_property
     def _structural_rest(self) -> tuple[np.ndarray, np.ndarray]:
@@ -196,7 +208,7 @@ class ClothSimulator:
         if not np.isfinite(goals).all():
             raise ValueError("pin goal positions contain NaN or infinite values")
         return [
-            wp.array(g.astype(self._np_float), dtype=self.vec3, device=self.device)
+            wp.array(g.astype(self.np_float), dtype=self.vec3, device=self.device)
             for g in goals[: n_frames + 1]
         ]
 
@@ -288,62 +300,11 @@ class ClothSimulator:
             if self.use_graphs:
                 self._graphs.run(self.settings, buf, self.params, plan, initial, outputs, self.frame_rest)
             else:
-                self._run_kernel_by_kernel(buf, plan, initial, outputs, check_every)
+                cg = CGControl(check_every=check_every, tolerance=self.cg_tolerance)
+                self.solver.run(self.settings, buf, self.params, plan, initial, outputs, self.frame_rest, cg)
             if stage is None or not stage.overflowed():
                 return
             stage.set_slots(2 * stage.slots)
-
-    def _run_kernel_by_kernel(
-        self,
-        buf: SubstepBuffers,
-        plan: RolloutPlan,
-        initial: ClothState,
-        outputs: RolloutOutputs,
-        check_every: int,
-    ) -> None:
-        """Launch every substep kernel by kernel, with host CG convergence checks."""
-        keep_states = outputs.state_x is not None
-        if not keep_states:
-            # nothing is kept for a backward pass: two states alternate, memory O(N)
-            n = self.vertex_count
-            states = [
-                ClothState(wp.clone(initial.x), wp.clone(initial.v)),
-                ClothState(
-                    wp.zeros(n, dtype=self.vec3, device=self.device),
-                    wp.zeros(n, dtype=self.vec3, device=self.device),
-                ),
-            ]
-        s = 0
-        for fi in range(plan.n_frames):
-            goal_old, goal_new = plan.goals[fi], plan.goals[fi + 1]
-            self.frame_rest(plan, fi)
-            for k in range(len(plan.schedule)):
-                if keep_states:
-                    state = ClothState(outputs.state_x[s], outputs.state_v[s])
-                    next_state = ClothState(outputs.state_x[s + 1], outputs.state_v[s + 1])
-                else:
-                    state, next_state = states[s % 2], states[(s + 1) % 2]
-                frozen_count = -1 if plan.frozen is None else int(plan.frozen[s])
-                self.solver.launch(
-                    self.settings,
-                    buf,
-                    self.params,
-                    state,
-                    SubstepInputs.of(goal_old, goal_new, plan.schedule, k),
-                    next_state,
-                    CGControl(
-                        frozen_count=frozen_count, check_every=check_every, tolerance=self.cg_tolerance
-                    ),
-                )
-                wp.launch(
-                    self.kernels.count_iterations,
-                    dim=self.arrays.members,
-                    device=self.device,
-                    inputs=[buf.active, s],
-                    outputs=[outputs.counts],
-                )
-                s += 1
-            outputs.write_positions(plan.start_frame + fi + 1, next_state.x)
 
     def frame_rest(self, plan: RolloutPlan, fi: int) -> None:
         """Before the substeps of frame ``fi`` of ``plan``: with a dynamic mesh, the rest
@@ -378,6 +339,41 @@ class ClothSimulator:
     # rollout bit for bit; ``batch_width(rollouts)`` members per batch (0: not batchable)
     rollout_batch = rollout_batch
     batch_width = batch_width
+
+    def batched(self, members: int) -> ClothSimulator:
+        """The simulator ``rollout_batch`` runs: ``members`` copies of this mesh one after
+        the other in every array (``batch.batch_arrays``), this dot order, one parameter row
+        per member in ``params`` (no gradient). The last one made is returned again while
+        its member count and dot order match; the caller sets its settings and rows."""
+        kept = self._batch
+        if kept is None or kept.arrays.members != members or kept.solver.dot_mode != self.solver.dot_mode:
+            kept = copy.copy(self)
+            kept._use_arrays(batch_arrays(self.arrays, members), self.solver.dot_mode)
+            kept.params = wp.zeros(members * len(ALL_PARAMETER_NAMES), dtype=self.dtype, device=self.device)
+            self._batch = kept
+        return kept
+
+    # ---------------------------------------------------------------- what a fit asks (base.Simulator)
+    # every simulator keeps its own buffers, graphs and collision stage, and Warp's CPU
+    # kernels run without Python's lock: simulators of one problem run side by side
+    parallel_rollouts = True
+
+    def tape_gradient_refusal(self) -> str | None:
+        """Why a rollout inside a ``wp.Tape`` records no gradient (None: it does)."""
+        return "object collisions have no tape gradient" if self.settings.colliders else None
+
+    @property
+    def contact_probe(self) -> bool:
+        """With collision objects, contacts may decide the motion (``rollout_shifted``)."""
+        return bool(self.settings.colliders)
+
+    def rollout_shifted(
+        self, shift_m: np.ndarray, frame_end: int, output_frames: list[int], goals: np.ndarray | None
+    ) -> Rollout:
+        """A forward rollout from the rest positions moved by ``shift_m`` (3,) metres."""
+        start = self.rest_positions.numpy().astype(np.float64) + np.asarray(shift_m, dtype=np.float64)
+        x0 = wp.array(start, dtype=self.vec3, device=self.device)
+        return self.rollout(frame_end, output_frames, goals, x0=x0)
 
     def simulate(
         self, frame_end: int, output_frames: list[int] | None = None, goals: np.ndarray | None = None

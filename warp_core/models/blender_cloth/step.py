@@ -6,6 +6,8 @@ order."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import warp as wp
@@ -19,7 +21,7 @@ from .params import ClothParams
 from .pressure import launch_pressure
 from .schedule import SubstepSchedule
 from .solver_kernels import solver_kernels
-from .state import ClothState
+from .state import ClothState, RolloutOutputs, RolloutPlan
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,14 @@ class SubstepInputs:
 
 
 class SubstepSolver:
-    """Launches substeps of one mesh's cloth (``arrays``) on its device."""
+    """Launches substeps of one mesh's cloth (``arrays``) on its device.
+
+    Made by ``ClothSimulator`` (one per mesh or batch); its rollouts (:meth:`run`), its
+    captured graphs and the adjoint's recompute launch substeps through :meth:`launch`.
+    The stages of a substep (:meth:`forces`, :meth:`assemble`, :meth:`solve`,
+    :meth:`finish`) and :meth:`dot` are public because the implicit reverse
+    (``adjoint_stable``) records, solves and differentiates them one by one.
+    """
 
     def __init__(self, arrays: ClothArrays) -> None:
         self.arrays = arrays
@@ -92,9 +101,9 @@ class SubstepSolver:
         """Launch one substep from ``state`` into ``out`` with the continuous parameters
         ``params``; ``settings`` gives gravity, time scale and bending model. Returns the
         number of CG iteration launches (including masked ones)."""
-        v = self._forces(settings, buf, params, state, inputs)
-        self._assemble(buf, params, v, inputs.h)
-        launched = self._solve(buf, cg)
+        v = self.forces(settings, buf, params, state, inputs)
+        self.assemble(buf, params, v, inputs.h)
+        launched = self.solve(buf, cg)
         # at a frame start the update adds dv to the pinned-goal velocities, not to state.v
         final = launched % 2 if buf.ping_pong else launched
         dv = buf.dv[final]
@@ -102,10 +111,64 @@ class SubstepSolver:
             # Blender's collision response: v + dv, then the impulses as a further change
             collide = CollisionInputs(state.x, v, dv, inputs.goal_time, inputs.pin_time, inputs.h)
             v, dv = self.collisions.launch(collide, self.arrays.pinned)
-        self._finish(ClothState(state.x, v), dv, inputs, out)
+        self.finish(ClothState(state.x, v), dv, inputs, out)
         return launched
 
-    def _forces(
+    def run(
+        self,
+        settings: ClothParams,
+        buf: SubstepBuffers,
+        params: wp.array,
+        plan: RolloutPlan,
+        initial: ClothState,
+        outputs: RolloutOutputs,
+        frame_rest: Callable[[RolloutPlan, int], None],
+        cg: CGControl,
+    ) -> None:
+        """Every substep of ``plan`` from ``initial``, launched kernel by kernel with host
+        CG convergence checks as ``cg`` says (each substep's count from ``plan.frozen``);
+        ``frame_rest`` runs before each frame's substeps. What a rollout runs where it
+        replays no captured graphs (``graphs.SubstepGraphs.run``, the same launches)."""
+        a = self.arrays
+        keep_states = outputs.state_x is not None
+        if not keep_states:
+            # nothing is kept for a backward pass: two states alternate, memory O(N)
+            n, vec3, d = a.vertex_count, self.kernels.forces.vec3, a.device
+            states = [
+                ClothState(wp.clone(initial.x), wp.clone(initial.v)),
+                ClothState(wp.zeros(n, dtype=vec3, device=d), wp.zeros(n, dtype=vec3, device=d)),
+            ]
+        s = 0
+        for fi in range(plan.n_frames):
+            goal_old, goal_new = plan.goals[fi], plan.goals[fi + 1]
+            frame_rest(plan, fi)
+            for k in range(len(plan.schedule)):
+                if keep_states:
+                    state = ClothState(outputs.state_x[s], outputs.state_v[s])
+                    next_state = ClothState(outputs.state_x[s + 1], outputs.state_v[s + 1])
+                else:
+                    state, next_state = states[s % 2], states[(s + 1) % 2]
+                frozen_count = -1 if plan.frozen is None else int(plan.frozen[s])
+                self.launch(
+                    settings,
+                    buf,
+                    params,
+                    state,
+                    SubstepInputs.of(goal_old, goal_new, plan.schedule, k),
+                    next_state,
+                    dataclasses.replace(cg, frozen_count=frozen_count),
+                )
+                wp.launch(
+                    self.kernels.count_iterations,
+                    dim=a.members,
+                    device=a.device,
+                    inputs=[buf.active, s],
+                    outputs=[outputs.counts],
+                )
+                s += 1
+            outputs.write_positions(plan.start_frame + fi + 1, next_state.x)
+
+    def forces(
         self,
         settings: ClothParams,
         buf: SubstepBuffers,
@@ -199,7 +262,7 @@ class SubstepSolver:
         )
         return v
 
-    def _assemble(self, buf: SubstepBuffers, params: wp.array, v: wp.array, h: float) -> None:
+    def assemble(self, buf: SubstepBuffers, params: wp.array, v: wp.array, h: float) -> None:
         """Diagonal blocks and right-hand side per vertex, off-diagonal blocks per spring."""
         a = self.arrays
         k_ = self.kernels
@@ -241,13 +304,15 @@ class SubstepSolver:
             outputs=[buf.system_offdiag],
         )
 
-    def _solve(self, buf: SubstepBuffers, cg: CGControl) -> int:
+    def solve(self, buf: SubstepBuffers, cg: CGControl) -> int:
+        """Blender's truncated CG on ``buf``'s system; returns its iteration launches."""
         return self.cg.solve(buf, cg)
 
-    def _dot(self, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array) -> None:
+    def dot(self, a: wp.array, b: wp.array, row: int, partials: wp.array, out: wp.array) -> None:
+        """Each member m's ``a . b`` into ``out[row * members + m]``, in a fixed order (``dots.py``)."""
         self.cg.dot(a, b, row, partials, out)
 
-    def _finish(self, start: ClothState, dv: wp.array, inputs: SubstepInputs, out: ClothState) -> None:
+    def finish(self, start: ClothState, dv: wp.array, inputs: SubstepInputs, out: ClothState) -> None:
         """v += dv, x += h v; pinned vertices follow their goal."""
         a = self.arrays
         dt = a.dtype

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...mesh import ClothMesh
 from ..base import Parameter
-from .params import PARAMETER_BOUNDS, PARAMETER_NAMES, SoftBodyParams
+from .params import MODEL_NAME, PARAMETER_BOUNDS, PARAMETER_NAMES, SoftBodyParams
 
 if TYPE_CHECKING:
     from .simulator import SoftBodySimulator
@@ -35,9 +35,10 @@ class SoftBodyModel:
     """Parameters are the soft body's material: Young's modulus (Pa), Poisson ratio,
     damping (s, stiffness-proportional) and density (kg/m^3)."""
 
-    name = "soft_body"
+    name = MODEL_NAME
     label = "Soft Body (VBD)"
     differentiable = False  # Newton's VBD records no tape: the fit takes finite differences
+    gradient_kinds: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         defaults = SoftBodyParams()

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+# the registry key (``SoftBodyModel.name``), which the simulator's messages name too
+MODEL_NAME = "soft_body"
 # Continuous physical parameters (fit candidates) and their hard limits. Young's modulus in
 # pascals, density in kg/m^3; damping is stiffness-proportional (Rayleigh) damping, a time
 # in seconds: the viscous stress is that time times the rate of the elastic stress (Newton's

@@ -34,7 +34,8 @@ kernel by kernel, which lets Newton size its buffers outside a capture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 import warp as wp
@@ -44,7 +45,7 @@ from ...mesh import ClothMesh
 from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
 from .lattice import Lattice, build_lattice
 from .motion import pinned_node_goals
-from .params import PARAMETER_NAMES, SoftBodyParams
+from .params import MODEL_NAME, PARAMETER_NAMES, SoftBodyParams
 from .scene import (
     NewtonScene,
     build_scene,
@@ -64,12 +65,14 @@ PIN_NODE_WEIGHT = 1e-9
 @dataclass
 class SoftBodyRollout:
     """Embedded mesh positions at the requested frames, shape (frames, N) of vec3; with
-    ``keep_nodes``, the lattice nodes' positions and velocities at those frames (frames, M)."""
+    ``keep_nodes``, the lattice nodes' positions and velocities at those frames (frames, M).
+    Made by ``SoftBodySimulator.rollout``, read by the fit (``base.ModelRollout``)."""
 
     frames: list[int]
     positions: wp.array
     node_positions: wp.array | None = None
     node_velocities: wp.array | None = None
+    extras: dict = field(default_factory=dict)  # nothing more to report: always empty
 
     @property
     def frozen(self) -> None:
@@ -81,11 +84,18 @@ class SoftBodyRollout:
 
 
 class SoftBodySimulator:
-    """The ``soft_body`` model for one mesh on one Warp device (float32 only).
+    """The ``soft_body`` model for one mesh on one Warp device (float32 only): made by
+    ``SoftBodyModel.build``, driven by the fit engine through ``base.Simulator``.
 
     ``params`` is a float32 Warp array of the parameters in ``PARAMETER_NAMES`` order; it
     has no gradient (Newton's VBD records no tape), so the fit uses finite differences.
     """
+
+    # not known to run side by side on threads (only the cloth's simulators were measured
+    # so): a fit runs this model's rollouts one after the other
+    parallel_rollouts = False
+    # the start-gap probe was measured against Blender cloth's collision response only
+    contact_probe = False
 
     def __init__(
         self,
@@ -202,6 +212,34 @@ class SoftBodySimulator:
         e = self._edges
         lengths = np.linalg.norm(positions[:, e[:, 1]] - positions[:, e[:, 0]], axis=2)
         return float((lengths / self._rest_lengths).max())
+
+    # ---------------------------------------------------------------- what a fit asks
+    def tape_gradient_refusal(self) -> str:
+        """Why no rollout has a tape gradient: Newton's VBD records no tape."""
+        return f"the {MODEL_NAME} model has no tape gradient"
+
+    def batch_width(self, rollouts: int) -> int:
+        """0: this model runs no batches (the fit runs its rollouts one by one)."""
+        return 0
+
+    def rollout_batch(
+        self,
+        points: list[dict[str, float]],
+        frame_end: int,
+        output_frames: list[int] | None = None,
+        goals: np.ndarray | None = None,
+        frozen: object = None,
+    ) -> NoReturn:
+        """Never: ``batch_width`` is 0."""
+        raise NotImplementedError(
+            f"the {MODEL_NAME} model runs no batches (batch_width is 0): run the rollouts one at a time"
+        )
+
+    def rollout_shifted(
+        self, shift_m: np.ndarray, frame_end: int, output_frames: list[int], goals: np.ndarray | None
+    ) -> NoReturn:
+        """Never: ``contact_probe`` is False."""
+        raise NotImplementedError(f"the {MODEL_NAME} model has no start-gap probe (contact_probe is False)")
 
     # ---------------------------------------------------------------- rollout
     def _load_goals(self, goals: np.ndarray | None, n_frames: int) -> None:
