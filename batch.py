@@ -42,6 +42,20 @@ def catch_signals() -> None:
         signal.signal(signum, _remember)
 
 
+def open_standard_descriptors() -> None:
+    """Descriptors 0-2 on the null device where they were closed (``batch.py ... >&-``),
+    before ``bpy`` opens anything: a file it opened would otherwise get one of them, and
+    every line printed would go into that file."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 def load_addon() -> ModuleType:
     """The add-on package, registered: an enabled installed copy if there is one, else this checkout."""
     import bpy
@@ -82,13 +96,14 @@ def missing_module_message(name: str) -> str:
         how = (
             "run it with the project's environment (./dev setup, then .venv/bin/python batch.py ...), or "
             "in a Blender that has the extension installed (blender --command fit_to_target ...) or Warp "
-            "installed for its Python (see README: Headless and on a farm)"
+            "installed for its Python (see docs/headless.md)"
         )
     return f"fit-to-target: error: this Python ({sys.executable}) has no '{name}' module: {how}"
 
 
 def main() -> int:
     catch_signals()
+    open_standard_descriptors()
     wanted, _, name = os.environ.get(SELF_SIGNAL_ENV, "").partition(":")
     if wanted == "import" and name:
         signal.raise_signal(getattr(signal, name))

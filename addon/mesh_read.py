@@ -26,7 +26,8 @@ def world_positions(points: Any, matrix: np.ndarray) -> np.ndarray:
     ``data``: anything with a ``co`` per item) under the 4x4 ``matrix``."""
     co = np.empty(len(points) * 3, dtype=np.float32)
     points.foreach_get("co", co)
-    return co.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+    with np.errstate(invalid="ignore", over="ignore"):  # a non-finite point is refused by name later
+        return co.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
 
 
 def triangles(me: bpy.types.Mesh) -> np.ndarray:

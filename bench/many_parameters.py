@@ -31,15 +31,8 @@ itself, and places the candidate among them:
     python bench/many_parameters.py spread --scenes DIR --draws lmjit/lm,lmj1/lm,lmj2/lm \
         --candidate timed/lbfgs
 
-Measured (the README has the tables): with 3x LM's time, L-BFGS on the stable gradient from a
-scaled identity, finished by the trust region, matched within the tolerance on 11 of 12 scenes
-of robustness seed 21 (LM 10), 9 of seed 22 (LM 9) and 8 of seed 25 (LM 10). With
-Gauss-Newton's curvature (``lbfgs.GaussNewtonCurvature``) it matched 9 of seed 22, 10 of seed
-25 and 10 of seed 26 (LM 9, 10, 10): its replay no worse than LM's on 5, 6 and 4, within 3x of
-LM's time on 8, 9 and 12. LM's own fit from a start 0.1 % off was no worse than LM's on 8 of
-seed 21. On seed 28 (made after all of it) L-BFGS matched 9 (LM 10) and was no worse than LM
-on 3, while six more LM runs (five starts 0.1 % off, one on another CPU) were no worse than
-that LM fit on 3-5 of 12 each.
+``table`` and ``spread`` record their latest run in ``bench/results/`` (shown in
+``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -75,7 +68,10 @@ FIELDS = (
 GOAL_FRICTION_START = 0.1  # the low end of its plausible range, where Blender's default is 0
 
 
+from results import record as record_results  # noqa: E402
 from robustness import indices  # noqa: E402
+
+TABLE_CELLS = ("replay mm", "model mm", "s", "sims", "outcome")
 
 
 def fit_one(
@@ -186,12 +182,25 @@ def _column(scenes: Path, column: str) -> dict[str, dict]:
     return entries
 
 
+def _cells(entry: dict) -> list[str]:
+    """One column's cells of a scene's row, as TABLE_CELLS names them."""
+    e = entry
+    return [
+        f"{1e3 * e['replay_rmse_m']:.3f}",
+        f"{1e3 * e['rmse_m']:.3f}",
+        f"{e['seconds']:.1f}",
+        str(e["n_forward"]),
+        e["outcome"],
+    ]
+
+
 def run_table(args: argparse.Namespace) -> None:
     """Per scene and column (``LABEL/OPTIMIZER``): Blender's replay RMSE, the fit's own
     RMSE, its seconds, simulations and outcome; then how often the second column's replay
     is no worse than the first's and its time within 3x. A third column, the first's fit
     again from a jittered start (``--start-jitter``), also counts how often the second is
-    no worse than the worse of those two: within the first's own spread."""
+    no worse than the worse of those two: within the first's own spread. Recorded as the
+    benchmark's latest run (``bench/results/many_parameters.json``)."""
     columns = [c.split("/") for c in args.columns.split(",")]
     rows: dict[str, list[dict]] = {}
     for column in args.columns.split(","):
@@ -203,10 +212,13 @@ def run_table(args: argparse.Namespace) -> None:
             f"| {c:>18s}: replay mm  model mm       s  sims    outcome " for c in args.columns.split(",")
         )
     )
+    headers = ["scene"] + [f"{c}: {h}" for c in args.columns.split(",") for h in TABLE_CELLS]
+    table: list[list[str]] = []
     no_worse = within_time = both = within_spread = 0
     for scene, entries in sorted(rows.items()):
         if len(entries) != len(columns) or not all("replay_rmse_m" in e for e in entries):
             print(f"{scene:10s}| (missing)")
+            table.append([scene] + ["-"] * (len(headers) - 1))
             continue
         cells = [
             f"| {1e3 * e['replay_rmse_m']:29.3f} {1e3 * e['rmse_m']:9.3f} {e['seconds']:7.1f} "
@@ -214,6 +226,7 @@ def run_table(args: argparse.Namespace) -> None:
             for e in entries
         ]
         print(f"{scene:10s}" + "".join(cells))
+        table.append([scene] + [v for e in entries for v in _cells(e)])
         if len(entries) >= 2:
             first, second = entries[0], entries[1]
             better = second["replay_rmse_m"] <= first["replay_rmse_m"]
@@ -222,13 +235,17 @@ def run_table(args: argparse.Namespace) -> None:
         if len(entries) >= 3:
             spread = max(entries[0]["replay_rmse_m"], entries[2]["replay_rmse_m"])
             within_spread += entries[1]["replay_rmse_m"] <= spread
+    names = args.columns.split(",")
+    seed = json.loads((args.scenes / "scenes.json").read_text()).get("seed")
+    summary: dict[str, object] = {"robustness seed": seed, "scenes": len(rows), "columns": args.columns}
     if len(columns) >= 2:
-        print(
-            f"{columns[1]} against {columns[0]} on {len(rows)} scenes: replay no worse {no_worse}, "
-            f"time within 3x {within_time}, both {both}"
-        )
+        counts = f"replay no worse {no_worse}, time within 3x {within_time}, both {both}"
+        print(f"{columns[1]} against {columns[0]} on {len(rows)} scenes: {counts}")
+        summary[f"{names[1]} against {names[0]}"] = counts
     if len(columns) >= 3:
         print(f"{columns[1]} no worse than the worse of {columns[0]} and {columns[2]}: {within_spread}")
+        summary[f"{names[1]} no worse than the worse of {names[0]} and {names[2]}"] = within_spread
+    record_results("many_parameters", summary, (headers, table))
 
 
 def at_least(shares: list[float], count: int) -> float:
@@ -281,22 +298,25 @@ def run_spread(args: argparse.Namespace) -> None:
     # rule of succession over the draws (a share of 0 or 1 of five draws is no certainty)
     shares = [(sum(scene) + 1) / (len(draws) + 2) for scene in zip(*draws, strict=True)]
     spread = [in_spread(r, runs[:k] + runs[k + 1 :]) for k, r in enumerate(runs)]
-    print(f"matched within the tolerance: {', '.join(str(matched(r)) for r in runs)} (reference first)")
-    print(f"each draw no worse than the reference: {', '.join(str(sum(d)) for d in draws)} of {n}")
-    print(
+    lines = [
+        f"matched within the tolerance: {', '.join(str(matched(r)) for r in runs)} (reference first)",
+        f"each draw no worse than the reference: {', '.join(str(sum(d)) for d in draws)} of {n}",
         f"chance that one more such run is no worse on >= {args.need} of {n} (Laplace): "
-        f"{at_least(shares, args.need):.2g}"
-    )
-    print(
+        f"{at_least(shares, args.need):.2g}",
         f"each run no worse than the worst of the {len(runs) - 1} others: "
-        f"{', '.join(map(str, spread))} of {n}"
-    )
+        f"{', '.join(map(str, spread))} of {n}",
+    ]
     if candidate is not None:
-        print(
+        lines.append(
             f"{args.candidate}: matched {matched(candidate)}, no worse than the reference on "
             f"{sum(no_worse(candidate))} of {n}, no worse "
             f"than the worst of the {len(runs)} runs on {in_spread(candidate, runs)}"
         )
+    print("\n".join(lines))
+    seed = json.loads((args.scenes / "scenes.json").read_text()).get("seed")
+    summary: dict[str, object] = {"robustness seed": seed, "scenes": n, "runs": ", ".join(names)}
+    summary |= dict(line.split(": ", 1) for line in lines)
+    record_results("many_parameters_spread", summary)
 
 
 def main(argv: list[str] | None = None) -> int:

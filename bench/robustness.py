@@ -7,6 +7,9 @@ test has seen, from Blender's default values (what a new user starts from)?
     python bench/robustness.py replay --out DIR [--check-truth] [--markdown FILE]    # bpy
     python bench/robustness.py table --out DIR [--markdown FILE]
 
+The table of a whole set (no ``--only``) is also recorded as the latest run in
+``bench/results/robustness.json`` and shown in ``docs/benchmarks.md``.
+
 Scenes (seeded, reproducible): square sheets of 6-20 vertices per side, 0.5-2 m, quads or
 triangles; pinned along one edge row, two rows, at two corners, on a keyframed object, or
 hooked to a keyframed empty; quality 4-10; 1-3 target frames in 10-60. Each fits 2-4 of
@@ -39,6 +42,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from results import record as record_results
 from robustness_fit import FitOptions, fit_scene
 from robustness_scenes import (
     JITTER,
@@ -48,11 +52,12 @@ from robustness_scenes import (
     draw_scenes,
     load_generated,
     load_records,
+    read_json,
     record_timing,
     save_records,
     write_json,
 )
-from robustness_table import Row, markdown_table, text_table
+from robustness_table import LEGEND, Row, cells, headers, markdown_table, summary_lines, text_table
 
 if TYPE_CHECKING:
     from robustness_blender import AddonSide  # imports bpy: only the Blender phases load it
@@ -182,6 +187,21 @@ def run_table(args: argparse.Namespace) -> None:
     say(text_table(rows, check_truth))
     if args.markdown:
         Path(args.markdown).write_text(markdown_table(rows, check_truth), encoding="utf-8")
+    if args.only is None:  # a whole set: the latest run, for docs/benchmarks.md
+        record_run(out, rows, check_truth)
+
+
+def record_run(out: Path, rows: list[Row], check_truth: bool) -> None:
+    """Record this set's table and summary as the benchmark's latest run (bench/results/)."""
+    fits = read_json(out / "fits.json") if (out / "fits.json").is_file() else {}
+    seed = read_json(out / "scenes.json").get("seed")
+    device = f"fits on {fits.get('device', '?')}, {fits.get('precision', '?')}"
+    summary: dict[str, object] = {"seed": seed, "scenes": len(rows)}
+    for line in summary_lines(rows, check_truth):
+        label, _, value = line.partition(": ")
+        summary[label] = value
+    table = (headers(check_truth), [cells(r, check_truth) for r in rows])
+    record_results("robustness", summary, table, [LEGEND], device=device)
 
 
 def run_all(args: argparse.Namespace) -> None:

@@ -1,8 +1,8 @@
-"""The code map of README.md ("How the code is laid out"), generated from the tree.
+"""The code map of docs/code-map.md, generated from the tree.
 
     python tools/code_map.py            print the map
-    python tools/code_map.py --write    replace the map in README.md with it (./dev map)
-    python tools/code_map.py --check    exit 1 when README.md's map is not the tree's
+    python tools/code_map.py --write    replace the map in docs/code-map.md with it (./dev map, ./dev docs)
+    python tools/code_map.py --check    exit 1 when docs/code-map.md's map is not the tree's
 
 One line per module of the root, ``addon/``, ``warp_core/``, ``bench/`` and ``tools/`` (a
 package as its folder), and one per test folder, each with the first line of its docstring.
@@ -17,16 +17,16 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-README = "README.md"
-HEADING = "## How the code is laid out"
+DOC = "docs/code-map.md"
+HEADING = "## The map"
 FENCE = "```"
 ROOT_MODULES = ("__init__.py", "batch.py", "build.py")
 TREES = ("addon", "warp_core", "bench", "tools")  # every module listed
 FOLDERS_ONLY = ("tests/core", "tests/blender")  # one line for the folder
 # Folders that are not packages: no __init__.py docstring to take their role from.
 FOLDER_ROLES = {
-    "bench": "benchmarks and the scripts behind the README's numbers; not run by the tests",
-    "tools": "developer tools (./dev map)",
+    "bench": "benchmarks; each records its latest run for docs/benchmarks.md; not run by the tests",
+    "tools": "developer tools: the generated parts of the docs (./dev docs, ./dev map)",
     "tests/core": "no bpy: physics, gradients, optimizers, losses, layout rules",
     "tests/blender": "real bpy: Blender's own cloth as reference, the add-on, batch, presets",
 }
@@ -82,19 +82,19 @@ def block_span(lines: list[str]) -> tuple[int, int]:
         opening = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(FENCE))
         closing = next(i for i in range(opening + 1, len(lines)) if lines[i].startswith(FENCE))
     except StopIteration:
-        raise SystemExit(f"{README}: no fenced block after '{HEADING}'") from None
+        raise SystemExit(f"{DOC}: no fenced block after '{HEADING}'") from None
     return opening, closing
 
 
-def readme_block(text: str) -> str:
-    """The map as README.md has it (without the fences)."""
+def doc_block(text: str) -> str:
+    """The map as the page has it (without the fences)."""
     lines = text.splitlines()
     opening, closing = block_span(lines)
     return "".join(line + "\n" for line in lines[opening + 1 : closing])
 
 
 def with_block(text: str, block: str) -> str:
-    """README.md's text with the map replaced by ``block``; everything else kept."""
+    """The page's text with the map replaced by ``block``; everything else kept."""
     lines = text.splitlines(keepends=True)
     opening, closing = block_span([line.rstrip("\n") for line in lines])
     return "".join(lines[: opening + 1]) + block + "".join(lines[closing:])
@@ -103,23 +103,23 @@ def with_block(text: str, block: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"replace the map in {README}")
-    mode.add_argument("--check", action="store_true", help=f"exit 1 when {README}'s map differs")
+    mode.add_argument("--write", action="store_true", help=f"replace the map in {DOC}")
+    mode.add_argument("--check", action="store_true", help=f"exit 1 when {DOC}'s map differs")
     args = parser.parse_args(argv)
     block = generate(REPO_ROOT)
-    readme = REPO_ROOT / README
+    page = REPO_ROOT / DOC
     if args.write:
-        text = readme.read_text(encoding="utf-8")
+        text = page.read_text(encoding="utf-8")
         new = with_block(text, block)
         if new != text:
-            readme.write_text(new, encoding="utf-8")
-        print(f"{README}: code map {'updated' if new != text else 'already up to date'}", file=sys.stderr)
+            page.write_text(new, encoding="utf-8")
+        print(f"{DOC}: code map {'updated' if new != text else 'already up to date'}", file=sys.stderr)
     elif args.check:
-        have = readme_block(readme.read_text(encoding="utf-8"))
+        have = doc_block(page.read_text(encoding="utf-8"))
         if have != block:
-            diff = difflib.unified_diff(have.splitlines(True), block.splitlines(True), README, "tree")
+            diff = difflib.unified_diff(have.splitlines(True), block.splitlines(True), DOC, "tree")
             sys.stdout.writelines(diff)
-            print(f"{README}: the code map is not the tree's: run ./dev map", file=sys.stderr)
+            print(f"{DOC}: the code map is not the tree's: run ./dev docs (or ./dev map)", file=sys.stderr)
             return 1
     else:
         sys.stdout.write(block)

@@ -3,6 +3,9 @@
 Every output goes to a temporary file in the target's folder (same filesystem, so the
 final rename is atomic), is flushed to disk, verified, then renamed over the target. On
 any failure the temporary is removed and the old file is left as it was.
+Files that belong together (a scene and the caches it plays) are all written and verified
+first, then renamed one after another (:func:`commit_temporaries`); a failed rename puts
+back the files already replaced.
 
 Temporaries are named ``.<target>.fit-tmp-<host>-<pid>-<token><suffix>`` so that one left
 behind by a process killed outright (SIGKILL, power loss) is recognisable: it is never
@@ -19,7 +22,7 @@ import re
 import secrets
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -172,20 +175,18 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def atomic_replace(
+def write_temporary(
     path: str | os.PathLike[str],
     produce: Callable[[Path], None],
     verify: Callable[[Path], None] | None = None,
     suffix: str = ".tmp",
     *,
     create: bool = True,
-    before_commit: Callable[[], None] | None = None,
 ) -> Path:
     """Call ``produce(tmp)`` to write a temporary beside ``path`` (created empty first unless
-    ``create`` is False), fsync it, ``verify(tmp)`` (raise to reject it), call
-    ``before_commit()`` (raise to abandon the write), then rename it over ``path``.
-    Returns ``path``. On any exception, signals included, the temporary is removed and
-    ``path`` is left as it was."""
+    ``create`` is False), fsync it and ``verify(tmp)`` (raise to reject it). Returns the
+    temporary, for :func:`commit_temporaries`; on any exception, signals included, it is
+    removed and ``path`` is left as it was."""
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -205,20 +206,91 @@ def atomic_replace(
         _fsync_path(tmp)
         if verify is not None:
             verify(tmp)
-        if before_commit is not None:
-            before_commit()
-        os.replace(tmp, path)
     except BaseException:
+        discard_temporaries([tmp])
+        raise
+    return tmp
+
+
+def discard_temporaries(temporaries: Iterable[Path]) -> None:
+    """Remove temporaries (and Blender's partial save of each); never raises."""
+    for tmp in temporaries:
         for leftover in (tmp, tmp.with_name(tmp.name + "@")):
             try:
                 leftover.unlink(missing_ok=True)
             except OSError:
                 pass
-        raise
+
+
+def _keep_previous(path: Path) -> Path | None:
+    """A hard link to the file at ``path`` under a temporary name, to put back if a later
+    rename of the same commit fails; None when there is no file (or no link can be made)."""
+    keep = temporary_path(path, ".keep")
     try:
-        _fsync_path(path.parent, directory=True)  # the rename itself reaches the disk
+        os.link(path, keep)
     except OSError:
-        pass  # not supported for folders everywhere (Windows); the file itself is synced
+        return None
+    return keep
+
+
+def commit_temporaries(
+    pairs: Sequence[tuple[Path, Path]], before_commit: Callable[[], None] | None = None
+) -> None:
+    """Rename each verified temporary over its target, in order, as one change: first
+    ``before_commit()`` (raise to abandon it); if a rename fails, the targets already
+    replaced get their previous files back (or are removed where there was none). On any
+    exception every temporary is removed and the exception propagates."""
+    done: list[tuple[Path, Path | None, bool]] = []  # (target, its previous file, it existed)
+    try:
+        if before_commit is not None:
+            before_commit()
+        for tmp, path in pairs:
+            existed = path.exists()
+            keep = _keep_previous(path) if existed and len(pairs) > 1 else None
+            done.append((path, keep, existed))
+            os.replace(tmp, path)
+    except BaseException:
+        for path, keep, existed in reversed(done):
+            try:
+                if keep is not None:
+                    os.replace(keep, path)
+                elif not existed:
+                    path.unlink(missing_ok=True)
+            except OSError:
+                pass
+        discard_temporaries(tmp for tmp, _ in pairs)
+        raise
+    discard_temporaries(keep for _, keep, _ in done if keep is not None)
+    for folder in dict.fromkeys(path.parent for _, path in pairs):
+        try:
+            _fsync_path(folder, directory=True)  # the renames themselves reach the disk
+        except OSError:
+            pass  # not supported for folders everywhere (Windows); the files themselves are synced
+
+
+def atomic_replace(
+    path: str | os.PathLike[str],
+    produce: Callable[[Path], None],
+    verify: Callable[[Path], None] | None = None,
+    suffix: str = ".tmp",
+    *,
+    create: bool = True,
+    before_commit: Callable[[], None] | None = None,
+    together: Sequence[tuple[Path, Path]] = (),
+) -> Path:
+    """Call ``produce(tmp)`` to write a temporary beside ``path`` (created empty first unless
+    ``create`` is False), fsync it, ``verify(tmp)`` (raise to reject it), call
+    ``before_commit()`` (raise to abandon the write), then rename it over ``path``, after the
+    verified temporaries ``together`` (temporary, target) and as one change with them
+    (:func:`commit_temporaries`). Returns ``path``. On any exception, signals included, every
+    temporary is removed and ``path`` is left as it was."""
+    path = Path(path)
+    try:
+        tmp = write_temporary(path, produce, verify, suffix, create=create)
+    except BaseException:
+        discard_temporaries(t for t, _ in together)
+        raise
+    commit_temporaries([*together, (tmp, path)], before_commit)
     return path
 
 
@@ -244,15 +316,11 @@ def atomic_write(
     return atomic_replace(path, produce, verify, before_commit=before_commit)
 
 
-def atomic_write_bytes(
-    path: str | os.PathLike[str],
-    data: bytes,
-    verify: Callable[[bytes], None] | None = None,
-    *,
-    before_commit: Callable[[], None] | None = None,
+def stage_bytes(
+    path: str | os.PathLike[str], data: bytes, verify: Callable[[bytes], None] | None = None
 ) -> Path:
-    """Atomically write ``data``; the temporary is read back and must hold exactly ``data``
-    (then ``verify(data read back)``, if given) before it replaces ``path``."""
+    """A verified temporary beside ``path`` holding ``data`` (read back, then ``verify(data
+    read back)``, if given), for :func:`commit_temporaries`; ``path`` is not touched."""
 
     def produce(tmp: Path) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
@@ -268,7 +336,21 @@ def atomic_write_bytes(
         if verify is not None:
             verify(back)
 
-    return atomic_replace(path, produce, check, before_commit=before_commit)
+    return write_temporary(path, produce, check)
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str],
+    data: bytes,
+    verify: Callable[[bytes], None] | None = None,
+    *,
+    before_commit: Callable[[], None] | None = None,
+) -> Path:
+    """Atomically write ``data``; the temporary is read back and must hold exactly ``data``
+    (then ``verify(data read back)``, if given) before it replaces ``path``."""
+    path = Path(path)
+    commit_temporaries([(stage_bytes(path, data, verify), path)], before_commit)
+    return path
 
 
 def atomic_write_text(

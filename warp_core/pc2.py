@@ -21,6 +21,18 @@ VERSION = 1
 HEADER = struct.Struct("<12siiffi")
 
 
+def encode_pc2(samples: np.ndarray, start_frame: float = 0.0, sample_rate: float = 1.0) -> bytes:
+    """The bytes of a ``.pc2`` file holding ``samples`` (S, N, 3)."""
+    data = np.asarray(samples, dtype=np.float64)
+    if data.ndim != 3 or data.shape[2] != 3:
+        raise ValueError(f"samples must have shape (samples, points, 3), got {data.shape}")
+    if not np.isfinite(data).all():
+        raise ValueError("samples contain NaN or infinite coordinates")
+    n_samples, n_points = data.shape[:2]
+    header = HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples)
+    return header + data.astype("<f4").tobytes(order="C")
+
+
 def write_pc2(
     path: str | os.PathLike,
     samples: np.ndarray,
@@ -34,17 +46,10 @@ def write_pc2(
     a cache; the file is read back before it replaces ``path``. ``before_commit()`` runs
     just before that; raising there abandons the write.
     """
-    data = np.asarray(samples, dtype=np.float64)
-    if data.ndim != 3 or data.shape[2] != 3:
-        raise ValueError(f"samples must have shape (samples, points, 3), got {data.shape}")
-    if not np.isfinite(data).all():
-        raise ValueError("samples contain NaN or infinite coordinates")
-    n_samples, n_points = data.shape[:2]
+    data = encode_pc2(samples, start_frame, sample_rate)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-
-    header = HEADER.pack(MAGIC, VERSION, n_points, float(start_frame), float(sample_rate), n_samples)
-    atomic_write_bytes(path, header + data.astype("<f4").tobytes(order="C"), before_commit=before_commit)
+    atomic_write_bytes(path, data, before_commit=before_commit)
 
 
 def read_pc2(path: str | os.PathLike) -> tuple[np.ndarray, float, float]:

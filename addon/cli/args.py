@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import bpy
 
-from ...warp_core.errors import UserError
+from ...warp_core.errors import UserError, abridged
 from ..models.registry import MODEL_NAMES, parameter_names
 from ..request import TargetSpec
 
@@ -24,6 +25,16 @@ EXIT_FIT_FAILED = 3  # a fit, its bake or writing an output failed; the report i
 EXIT_NOT_CONVERGED = 4
 EXIT_INTERRUPTED = 130  # SIGINT (143: SIGTERM): partial report, nothing saved after the signal
 
+FLOAT32_MAX = 3.4028234663852886e38  # the largest number a Blender setting holds
+NAME_BYTES = 255  # the longest name of a Blender data-block, in UTF-8 bytes
+# options whose values name data-blocks of the scene, and how each value splits into names
+NAME_OPTIONS: dict[str, Callable[[str], list[str]]] = {
+    "--object": lambda value: [value],
+    "--target": lambda value: [value.rpartition("@")[0] or value],
+    "--target-tracks": lambda value: list(value.partition(":")[::2]),
+    "--camera": lambda value: [value],
+}
+
 
 class UsageError(UserError):
     """Bad arguments or input: exit 2 with this one line."""
@@ -37,7 +48,32 @@ class _Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
         joined = None if args is None else join_option_values(self, list(args))
-        return super().parse_args(joined, namespace)
+        parsed = super().parse_args(joined, namespace)
+        check_names(parsed)
+        return parsed
+
+
+def check_names(args: argparse.Namespace) -> None:
+    """The names given on the command line (:data:`NAME_OPTIONS`) are names Blender can
+    have: UTF-8 text (a shell passes any bytes) of at most :data:`NAME_BYTES` bytes."""
+    for option, split in NAME_OPTIONS.items():
+        given = getattr(args, option[2:].replace("-", "_"), None)
+        for value in [given] if isinstance(given, str) else given or []:
+            raw = value.encode("utf-8", "surrogateescape")
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                shown = raw.decode("utf-8", "backslashreplace")
+                raise UsageError(
+                    f"{option} {shown}: not UTF-8 text (Blender's names are); check the shell's "
+                    "encoding or the script that made the command line"
+                ) from None
+            for name in split(value):
+                if len(name.encode("utf-8")) > NAME_BYTES:
+                    raise UsageError(
+                        f"{option} {name[:24]}...: a name of {len(name)} characters; Blender's names "
+                        f"are at most {NAME_BYTES} bytes, so the scene has nothing by that name"
+                    )
 
 
 def join_option_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
@@ -66,16 +102,22 @@ def join_option_values(parser: argparse.ArgumentParser, argv: list[str]) -> list
 
 
 def positive_number(unit: str, scale: float = 1.0) -> Callable[[str], float]:
-    """An argparse type: a finite number of ``unit`` above 0 (nan and inf are not limits),
+    """An argparse type: a finite number of ``unit`` above 0 (nan and inf are not limits) and
+    at most what a Blender setting holds (larger ones overflow where they are squared),
     returned times ``scale``."""
 
     def parse(text: str) -> float:
+        shown = abridged(text, 40)
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a number of {unit}") from None
+            raise argparse.ArgumentTypeError(f"'{shown}' is not a number of {unit}") from None
         if not math.isfinite(value) or value <= 0.0:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of {unit} above 0")
+            raise argparse.ArgumentTypeError(f"'{shown}' is not a finite number of {unit} above 0")
+        if value > FLOAT32_MAX:
+            raise argparse.ArgumentTypeError(
+                f"'{shown}' is more than {FLOAT32_MAX:.3g} {unit}, the most a Blender setting holds"
+            )
         return value * scale
 
     return parse
@@ -114,8 +156,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--target-tracks",
         metavar="CLIP[:TRACKING_OBJECT]",
         help="fit to the markers of this Movie Clip's tracks (its camera tracks, or those of the named "
-        "tracking object) seen through the scene camera; needs --object; the tracks are bound as in the "
-        "panel's binding list, else automatically",
+        "tracking object) seen through the object's Camera, else the scene camera; needs --object; the "
+        "tracks are bound as in the panel's binding list, else automatically",
+    )
+    p.add_argument(
+        "--camera",
+        metavar="NAME",
+        help="the camera that filmed the tracks (default: the object's Camera for its Tracks target, "
+        "else the scene camera); saved by --save",
     )
     p.add_argument(
         "--tolerance-px",
@@ -166,9 +214,20 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     p.add_argument("--preset", metavar="NAME", help="start values from a material preset")
     p.add_argument("--save", metavar="OUT.blend", help="save the fitted scene here")
-    p.add_argument("--in-place", action="store_true", help="allow --save to overwrite the input file")
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="allow the outputs to replace the input file and the files it uses: without --save, save "
+        "over the input; --save may be the input, and --bake may replace the caches it plays (as a "
+        "bake to its //fit_cache folder does); refused otherwise",
+    )
     p.add_argument("--report", metavar="OUT.json", help="write a JSON report")
-    p.add_argument("--bake", metavar="DIR", help="bake each fitted object to DIR/<object>-<hash>.pc2")
+    p.add_argument(
+        "--bake",
+        metavar="DIR",
+        help="bake each fitted object to DIR/<object>-<hash>.pc2; with --save, the caches are renamed "
+        "into place only with the saved .blend",
+    )
     p.add_argument("--quiet", action="store_true", help="no per-iteration lines")
     return p
 
@@ -218,3 +277,12 @@ def parse_target(spec: str) -> TargetSpec:
     if ob.type != "MESH":
         raise UsageError(f"--target {spec}: '{name}' is not a mesh ({ob.type.lower()})")
     return TargetSpec(frame=frame_number, object_name=name)
+
+
+def not_a_file(given: str, path: Path) -> str:
+    """Why the scene argument is no file Blender could open."""
+    if not path.exists():
+        return f"no such file: {given}"
+    kinds = ((path.is_dir, "a folder"), (path.is_fifo, "a FIFO (named pipe)"), (path.is_socket, "a socket"))
+    kind = next((name for test, name in kinds if test()), "a device")
+    return f"{given} is {kind}, not a .blend file"

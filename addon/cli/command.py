@@ -6,21 +6,25 @@
   only accepts identifiers as command names, so the id uses underscores).
 
 Outputs are checked before any work and written atomically (:mod:`.outputs`). SIGINT and
-SIGTERM stop the run at its next checkpoint with a partial report (:mod:`.signals`).
+SIGTERM stop the run at its next checkpoint with a partial report (:mod:`.signals`). What
+it prints goes through streams a closed reader cannot break (:mod:`.streams`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import threading
 from typing import TextIO
 
 import bpy
 
-from ...warp_core.errors import one_line
+from ...warp_core.errors import abridged, one_line
 from .args import COMMAND_ID, EXIT_USAGE, PROG, UsageError, build_parser
 from .run import BatchRun
 from .signals import Interrupted, SignalGuard, signal_name
+from .streams import OutputStream, ignore_broken_pipes, open_standard_streams
 
 
 def main(
@@ -33,42 +37,49 @@ def main(
 
     ``pending_signals`` are SIGINT/SIGTERM numbers that arrived before this was called
     (``batch.py`` records them while bpy loads): the run stops at its first checkpoint."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    guard = SignalGuard(threading.Event(), _fileno(err))
+    open_standard_streams()
+    stdout = OutputStream(out or sys.stdout)
+    stderr = OutputStream(err or sys.stderr)
+    guard = SignalGuard(threading.Event(), _fileno(stderr))
     guard.install()  # first, so that no signal between here and the run is lost
+    broken_pipe = ignore_broken_pipes()
     run: BatchRun | None = None
     try:
         guard.adopt(pending_signals if pending_signals is not None else [])
-        args = build_parser().parse_args(argv)
-        run = BatchRun(args, out, err, guard)
+        with contextlib.redirect_stdout(stdout):  # --help
+            args = build_parser().parse_args(argv)
+        run = BatchRun(args, stdout, stderr, guard)
         code = run.run()
         if guard.signum is not None:  # after the last checkpoint: every output was written
             name = signal_name(guard.signum)
-            print(f"{PROG}: {name} arrived after the run had finished; its outputs are complete", file=err)
+            print(f"{PROG}: {name} arrived after the run had finished; its outputs are complete", file=stderr)
             return 128 + guard.signum
         return code
     except KeyboardInterrupt:  # no handler of ours (not the main thread)
-        print(f"{PROG}: interrupted: nothing more was written", file=err, flush=True)
+        print(f"{PROG}: interrupted: nothing more was written", file=stderr, flush=True)
         return 130
     except Interrupted as stop:
         if run is None:
-            print(f"{PROG}: interrupted by {signal_name(stop.signum)}: nothing was written", file=err)
+            print(f"{PROG}: interrupted by {signal_name(stop.signum)}: nothing was written", file=stderr)
             return stop.exit_code
         try:
             return run.interrupted(stop)
         except Interrupted:  # yet another signal while the partial report was written
             return stop.exit_code
     except UsageError as e:
-        print(f"{PROG}: error: {one_line(e)}", file=err, flush=True)
+        print(f"{PROG}: error: {abridged(one_line(e))}", file=stderr, flush=True)
         return EXIT_USAGE
     except SystemExit as e:  # --help
         return 128 + guard.signum if guard.signum is not None else int(e.code or 0)
     finally:
+        if run is not None:
+            run.close()  # on every way out: no staged cache left, no lock held
         guard.restore()
+        if broken_pipe is not None:
+            signal.signal(signal.SIGPIPE, broken_pipe)
 
 
-def _fileno(stream: TextIO) -> int | None:
+def _fileno(stream: TextIO | OutputStream) -> int | None:
     try:
         return stream.fileno()
     except (AttributeError, OSError, ValueError):  # StringIO in tests

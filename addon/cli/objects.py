@@ -60,8 +60,9 @@ def request_for(
 ) -> FitRequest:
     """The object's request from its panel settings, with the arguments applied (``--model``
     first: it becomes the object's model choice). ``tracks`` (clip, tracking object) make
-    the footage the targets; the object's binding list is used when it was made for that
-    clip and tracking object, else the tracks are bound automatically."""
+    the footage the targets, seen through ``--camera``, else the object's Camera, else the
+    scene camera; the object's binding list is used when it was made for that clip and
+    tracking object, else the tracks are bound automatically."""
     if args.model:
         ob.fit_to_target.model = next(k for k, name in MODEL_NAMES.items() if name == args.model)
     try:
@@ -84,7 +85,15 @@ def request_for(
         if same and request.footage is None:
             kept = footage_from_settings(s, force=True).bindings
         request.targets = []
-        request.footage = FootageSpec(tracks[0], tracks[1], huber_px=float(s.huber_px), bindings=kept)
+        camera = s.camera.name if s.camera is not None else ""
+        request.footage = FootageSpec(tracks[0], tracks[1], camera, float(s.huber_px), kept)
+    if args.camera:
+        if request.footage is None:
+            raise UsageError(f"--camera: '{ob.name}' is not fitted to tracks (use --target-tracks)")
+        camera = bpy.data.objects.get(args.camera)
+        if camera is None or camera.type != "CAMERA":
+            raise UsageError(f"--camera {args.camera}: the scene file has no camera named '{args.camera}'")
+        request.footage.camera = args.camera
     if args.tolerance_px is not None:
         request.tolerance_px = args.tolerance_px
     if device is not None:

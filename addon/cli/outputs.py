@@ -1,6 +1,7 @@
 """What the batch command writes: the JSON report and the fitted .blend, each atomically
 (a temporary file beside the target, fsynced, verified, then renamed), so a crash, a
-signal or a full disk never leaves half of one and never replaces a good file."""
+signal or a full disk never leaves half of one and never replaces a good file. The bake's
+caches are renamed into place with the .blend that plays them, never before it is verified."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import bpy
+import numpy as np
 
 from ...warp_core.fit.verdict.report import json_safe
-from ...warp_core.io import atomic_replace, atomic_write_bytes
+from ...warp_core.io import (
+    atomic_replace,
+    atomic_write_bytes,
+    commit_temporaries,
+    discard_temporaries,
+    stage_bytes,
+)
+from ...warp_core.pc2 import encode_pc2
 from ..extension import addon_version
 from ..scene.records import REPORT_VERSION
 
@@ -91,10 +100,15 @@ def check_blend(path: Path, object_names: Sequence[str]) -> None:
 
 
 def save_blend_atomically(
-    path: Path, object_names: Sequence[str] = (), before_commit: Callable[[], None] | None = None
+    path: Path,
+    object_names: Sequence[str] = (),
+    before_commit: Callable[[], None] | None = None,
+    caches: Sequence[tuple[Path, Path]] = (),
 ) -> None:
     """Save a copy of the open file to ``path`` through a temporary file in the same folder
-    (so relative paths stay valid), checked to be complete and to hold ``object_names``."""
+    (so relative paths stay valid), checked to be complete and to hold ``object_names``.
+    ``caches`` (verified temporary, target) are renamed into place just before it, as one
+    change: if the save fails, or a signal abandons it, none of them replaces its target."""
     atomic_replace(
         path,
         blender_save,
@@ -102,4 +116,34 @@ def save_blend_atomically(
         suffix=".blend",
         create=False,  # saving over an existing file would make Blender keep a "<tmp>1" backup
         before_commit=before_commit,
+        together=caches,
     )
+
+
+class StagedCaches:
+    """The bake's caches as verified temporaries beside their targets, renamed into place
+    with the .blend that plays them (:func:`save_blend_atomically`), or by themselves when
+    no .blend is saved: no .blend, new or previous, plays a cache of another run."""
+
+    def __init__(self, after_stage: Callable[[], None]) -> None:
+        self.after_stage = after_stage  # a checkpoint: raise to abandon the bake
+        self.pairs: list[tuple[Path, Path]] = []  # (temporary, cache)
+
+    def stage(self, path: Path, samples: np.ndarray, start: int) -> None:
+        self.pairs.append((stage_bytes(path, encode_pc2(samples, start)), path))
+        self.after_stage()
+
+    def commit(self) -> list[str]:
+        commit_temporaries(self.pairs)
+        return self.committed()
+
+    def committed(self) -> list[str]:
+        """The caches now in place (renamed by :func:`save_blend_atomically`)."""
+        done, self.pairs = [str(path) for _, path in self.pairs], []
+        return done
+
+    def discard(self) -> set[str]:
+        """Remove the temporaries; returns the caches they were for."""
+        discard_temporaries(tmp for tmp, _ in self.pairs)
+        dropped, self.pairs = {str(path) for _, path in self.pairs}, []
+        return dropped

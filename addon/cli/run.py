@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -35,14 +34,16 @@ from .args import (
     EXIT_OK,
     PROG,
     UsageError,
+    not_a_file,
     parse_fit,
     parse_target,
     parse_tracks,
 )
 from .objects import pick_objects, request_for
-from .outputs import report_document, save_blend_atomically, write_json_atomically
-from .paths import OutputPlan, plan_bake_files, plan_outputs
+from .outputs import StagedCaches, report_document, save_blend_atomically, write_json_atomically
+from .paths import OutputPlan, check_references, plan_bake_files, plan_outputs
 from .signals import Interrupted, SignalGuard, signal_name
+from .streams import shell_word
 
 T = TypeVar("T")
 
@@ -61,7 +62,8 @@ class BatchRun:
         self.plan: OutputPlan | None = None
         self.records: list[dict[str, Any]] = []
         self.saved_to: str | None = None
-        self.baked: list[str] = []
+        self.baked: list[str] = []  # caches renamed into place
+        self.caches = StagedCaches(self.commit_check("bake"))  # baked, not yet in place
         self.shared: dict[str, Any] | None = None  # a shared fit's summary (--shared)
 
     def say(self, text: str) -> None:
@@ -98,6 +100,8 @@ class BatchRun:
         scene = bpy.context.scene
         objects = pick_objects(scene, args.object, targets, args.model)
         plan_bake_files(plan, [ob.name for ob in objects])
+        check_references(plan)
+        plan.lock()
         plan.remove_stale_temporaries()
 
         if args.shared and len(objects) < 2:
@@ -152,7 +156,7 @@ class BatchRun:
         if scene:
             path = Path(scene).expanduser().resolve()
             if not path.is_file():
-                raise UsageError(f"no such file: {scene}")
+                raise UsageError(not_a_file(scene, path))
             return path
         if not bpy.data.filepath:
             raise UsageError("no scene file given")
@@ -233,7 +237,7 @@ class BatchRun:
         return names
 
     def progress_printer(self, name: str) -> Callable[[int, float, dict[str, float]], None]:
-        label = shlex.quote(name)
+        label = shell_word(name)
 
         def progress(iteration: int, loss: float, values: dict[str, float]) -> None:
             if not self.args.quiet:
@@ -260,27 +264,49 @@ class BatchRun:
             ob = bpy.data.objects[record["name"]]
             try:
                 info = bake_object(
-                    scene, ob, directory=str(directory), device=device, checkpoint=self.commit_check("bake")
+                    scene, ob, directory=str(directory), device=device, write_cache=self.caches.stage
                 )
             except FitInputError as e:
                 self.error(f"bake of {ob.name} failed: {e}")
                 record["status"] = "failed"
                 record["error"] = f"bake: {e}"
+                self.drop_staged()
                 return "failed"
-            self.baked.append(info.filepath)
             record["bake"] = info.filepath
+            record["warnings"] = [*record.get("warnings", []), *info.warnings]
             ob.fit_to_target.result_json = json.dumps(record)
+        return "ok" if self.plan.save is not None else self.commit_caches()
+
+    def commit_caches(self) -> str:
+        try:
+            with self.guard.critical():
+                self.baked = self.caches.commit()
+        except OSError as e:
+            self.drop_staged()
+            self.error(f"--bake: cannot write the caches: {_reason(e)}; the previous caches are unchanged")
+            return "failed"
         return "ok"
+
+    def drop_staged(self) -> None:
+        """Remove the caches never renamed into place; their records no longer name them."""
+        dropped = self.caches.discard()
+        for record in self.records:
+            if record.get("bake") in dropped:
+                del record["bake"]
 
     def save(self, path: Path) -> str:
         self.step("save")
         names = [r["name"] for r in self.records]
         try:
             with self.guard.critical():
-                save_blend_atomically(path, names, before_commit=self.commit_check("save"))
+                check = self.commit_check("save")
+                save_blend_atomically(path, names, before_commit=check, caches=self.caches.pairs)
                 self.saved_to = str(path)
+                self.baked = self.caches.committed()
         except (RuntimeError, OSError) as e:
-            self.error(f"cannot save {path}: {_reason(e)}; the previous file, if any, is unchanged")
+            kept = "file and its caches, if any, are" if self.caches.pairs else "file, if any, is"
+            self.drop_staged()
+            self.error(f"cannot save {path}: {_reason(e)}; the previous {kept} unchanged")
             return "failed"
         return "ok"
 
@@ -311,10 +337,14 @@ class BatchRun:
             self.say(shared_summary(self.shared))
 
     def interrupted(self, stop: Interrupted) -> int:
-        """After a signal: the partial report (if one was asked for), then one line."""
+        """After a signal: the partial report (if one was asked for), then one line. Before
+        any fit there is nothing to report: an existing report is left as it was."""
         code = stop.exit_code
-        written = None
+        written = kept = None
+        self.drop_staged()
         report = self.plan.report if self.plan is not None else None
+        if report is not None and not self.records and report.exists():
+            report, kept = None, report
         if report is not None:
             try:
                 document = report_document(
@@ -329,8 +359,16 @@ class BatchRun:
         if self.baked:
             done += f" ({len(self.baked)} cache file(s) baked before the signal)"
         where = f"; partial report in {written}" if written else ""
+        if kept is not None:
+            where = f"; {kept} was left as it was (nothing was fitted)"
         self.error(f"interrupted by {signal_name(stop.signum)}: {done}{where}")
         return code
+
+    def close(self) -> None:
+        """On every way out: caches never renamed into place are removed, the locks released."""
+        self.drop_staged()
+        if self.plan is not None:
+            self.plan.unlock()
 
 
 def _reason(error: BaseException) -> str:

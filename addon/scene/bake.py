@@ -48,6 +48,7 @@ class BakeInfo:
     frame_end: int
     temporary: bool  # written to a temp folder because the .blend is not saved
     max_error_m: float | None = None  # of the error colours, when written
+    warnings: tuple[str, ...] = ()  # what the scene will not play as baked
 
     @property
     def message(self) -> str:
@@ -60,7 +61,7 @@ class BakeInfo:
             )
         if self.max_error_m is not None:
             text += f" (error colours: red = {self.max_error_m * 1000.0:.3g} mm)"
-        return text
+        return "; ".join([text, *self.warnings])
 
 
 def is_baked(ob: bpy.types.Object) -> bool:
@@ -107,24 +108,29 @@ def bake_object(
     error_colors: bool | None = None,
     error_frame: int | None = None,
     depsgraph: bpy.types.Depsgraph | None = None,
-    checkpoint: Callable[[], None] | None = None,
+    write_cache: Callable[[Path, np.ndarray, int], None] | None = None,
 ) -> BakeInfo:
-    """Simulate the cloth with its modifier's current settings from the cache start to
-    ``scene.frame_end`` and play it back through a Mesh Cache modifier.
+    """Simulate the cloth with its modifier's current settings from the cache start to the
+    last of the cache end, the scene end and the object's target frames (those of its fit
+    settings and of its last fit), and play it back through a Mesh Cache modifier. A target
+    frame outside the scene's frame range is warned about (``BakeInfo.warnings``).
 
     Everything is computed and the file written before the first change to the scene, so
-    a failure (BakeError, one line) leaves the scene as it was. ``checkpoint()`` runs with
-    the cache written but not yet renamed into place; raising there (a signal) abandons
-    the bake with nothing written.
+    a failure (BakeError, one line) leaves the scene as it was. ``write_cache(path, samples,
+    start frame)``, when given, writes the cache instead of :func:`write_pc2` (the batch
+    command stages it, to be renamed into place with the saved .blend); raising there (a
+    signal) abandons the bake with the scene unchanged.
     """
     mod = check_object(ob)
     model = object_model(ob)
     s = ob.fit_to_target
-    start = model.cache_frame_range(mod)[0]
-    end = int(scene.frame_end)
+    start, cache_end = model.cache_frame_range(mod)
+    targets = target_frames(ob)
+    end = max(int(cache_end), int(scene.frame_end), *targets)
     if end <= start:
         raise BakeError(
-            f"the scene ends at frame {end}, not after the cloth cache start {start}: nothing to bake"
+            f"the cloth cache and the scene end by frame {end}, not after the cache start {start}: "
+            "nothing to bake"
         )
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     device = resolve_device(device if device is not None else s.device)
@@ -165,7 +171,10 @@ def bake_object(
     path, stored, temporary = cache_path(ob, directory)
     remove_stale_temporaries(path.parent)  # of earlier bakes killed while writing
     try:
-        write_pc2(path, local, start_frame=start, before_commit=checkpoint)
+        if write_cache is None:
+            write_pc2(path, local, start_frame=start)
+        else:
+            write_cache(path, local, start)
     except OSError as e:
         raise BakeError(f"cannot write {path}: {e.strerror or e}") from e
 
@@ -210,7 +219,34 @@ def bake_object(
         state["error_attribute"] = ERROR_ATTRIBUTE
         state["max_error_m"] = max_error
     s.bake_json = json.dumps(state)
-    return BakeInfo(str(path), stored, start, end, temporary, max_error)
+    warnings = scene_range_warnings(scene, ob, targets)
+    return BakeInfo(str(path), stored, start, end, temporary, max_error, warnings)
+
+
+def target_frames(ob: bpy.types.Object) -> list[int]:
+    """The frames of the object's targets: its fit settings' and its last fit's (the batch
+    command's ``--target`` replaces the first for the fit only)."""
+    frames = {int(t.frame) for t in ob.fit_to_target.targets}
+    try:
+        record = json.loads(ob.fit_to_target.result_json or "{}")
+        frames.update(int(f) for f in record.get("target_frames") or [])
+    except (ValueError, TypeError, AttributeError):
+        pass  # a record this version cannot read names no frames
+    return sorted(frames)
+
+
+def scene_range_warnings(scene: bpy.types.Scene, ob: bpy.types.Object, frames: list[int]) -> tuple[str, ...]:
+    """Why the scene will not play the bake at some target frames: they lie outside its range."""
+    first, last = int(scene.frame_start), int(scene.frame_end)
+    outside = [f for f in frames if not first <= f <= last]
+    if not outside:
+        return ()
+    listed = ", ".join(str(f) for f in outside)
+    return (
+        f"'{ob.name}': the scene's frame range {first}-{last} leaves out the target frame(s) {listed}: "
+        "they are baked, but the scene does not play them; extend its frame range to include them "
+        "(Output Properties > Frame Range)",
+    )
 
 
 def _error_colors(

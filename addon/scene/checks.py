@@ -4,6 +4,7 @@ use, and is the request complete? Each failure is one :class:`FitInputError` lin
 from __future__ import annotations
 
 import bpy
+import numpy as np
 
 from ...warp_core.fit.problem.rules import MESH_LOSSES, check_loss_name, check_parameters, check_targets
 from ..errors import FitInputError
@@ -35,6 +36,19 @@ def check_object(ob: bpy.types.Object | None) -> bpy.types.Modifier:
             )
         raise FitInputError(f"'{ob.name}' has no {label} modifier: add one in Properties > Physics{hint}")
     return mod
+
+
+def check_scale(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> None:
+    """FitInputError naming the scale when the object's world transform (its own and its
+    parents') has a zero scale: for a mesh whose world shape is refused, that is why."""
+    matrix = ob.evaluated_get(depsgraph).matrix_world
+    axes = np.linalg.svd(np.array(matrix, dtype=np.float64)[:3, :3], compute_uv=False)
+    if axes.min() <= 1e-9 * max(float(axes.max()), 1e-300):
+        scale = ", ".join(f"{v:g}" for v in matrix.to_scale())
+        raise FitInputError(
+            f"'{ob.name}' has a zero scale in the world (scale {scale}), which flattens its mesh where "
+            "it is simulated; give it and its parents a non-zero scale (Object Properties > Transform)"
+        )
 
 
 def check_request(

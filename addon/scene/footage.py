@@ -19,6 +19,7 @@ belongs to the camera solver, where tracks on a moving cloth must have 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import bpy
 import numpy as np
@@ -316,11 +317,20 @@ def store_bindings(
     settings: bpy.types.PropertyGroup,
     spec: FootageSpec,
     errors: dict[str, float],
-    refined: dict[str, list[float]],
+    refined: dict[str, dict[str, Any]],
 ) -> None:
     """The bindings a fit used into the object's binding list, where its markers put each
-    track (``refined`` barycentrics), with each track's RMS pixel error (tracks the fit did
-    not use keep their rows)."""
+    track (``refined``: its triangle, its own or one across an edge, and barycentrics there),
+    with each track's RMS pixel error (tracks the fit did not use keep their rows). The clip,
+    tracking object and camera the fit used become the object's (a batch fit's
+    ``--target-tracks`` and ``--camera``): the list belongs to that clip and tracking object,
+    and the next fit of them starts from it."""
+    clip = bpy.data.movieclips.get(spec.clip)
+    if settings.clip != clip or settings.tracking_object != spec.tracking_object:
+        settings.bindings.clear()  # rows of another clip's tracks
+        settings.clip, settings.tracking_object = clip, spec.tracking_object
+    if spec.camera and bpy.data.objects.get(spec.camera) is not None:
+        settings.camera = bpy.data.objects[spec.camera]
     rows = {b.track: b for b in settings.bindings}
     for b in spec.bindings:
         row = rows.get(b.track)
@@ -329,7 +339,9 @@ def store_bindings(
             row.track = b.track
             rows[b.track] = row
         row.how, row.weight, row.use = b.how, b.weight, True
-        row.triangle, row.barycentric = b.vertices, refined.get(b.track, b.barycentric)
+        moved = refined.get(b.track, {})
+        row.triangle = moved.get("triangle", b.vertices)
+        row.barycentric = moved.get("barycentric", b.barycentric)
     for row in settings.bindings:
         row.error_px = errors.get(row.track, -1.0)
 

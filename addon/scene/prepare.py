@@ -12,13 +12,17 @@ import numpy as np
 from ...warp_core.errors import one_line
 from ...warp_core.fit import FitProblem, FitResult, FitSettings, Target, fit
 from ...warp_core.fit.problem.rules import auto_loss
+from ...warp_core.mesh import ClothMesh
 from ..errors import FitInputError
 from ..mesh_read import object_matrix, triangles, world_positions
 from ..models.registry import scene_model
 from ..request import FitRequest, PreparedFit, TargetSpec
 from ..warp_setup import resolve_device
-from .checks import check_request, check_rest_shape, unmodeled_warnings
+from .checks import check_request, check_rest_shape, check_scale, unmodeled_warnings
 from .footage import check_sees_cloth, read_camera, read_footage
+
+# a target as read: world positions, triangles (surface loss), edges (object targets)
+_Read = tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
 
 
 def prepare_fit(
@@ -38,7 +42,7 @@ def prepare_fit(
     by_frame: dict[int, list[tuple[int, TargetSpec]]] = {}
     for k, t in enumerate(request.targets):
         by_frame.setdefault(t.frame, []).append((k, t))
-    read: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+    read: dict[int, _Read] = {}
     surface = request.loss in ("surface", "auto")  # auto decides once the targets are read
 
     # what the model reads from the scene around the object on the same frames (colliders)
@@ -63,6 +67,7 @@ def prepare_fit(
         try:
             model.check_geometry(mesh)
         except ValueError as e:
+            check_scale(ob, depsgraph)  # a zero scale is the reason when there is one
             raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
         if request.footage is not None:
             footage, marker_frames = read_footage(
@@ -82,7 +87,7 @@ def prepare_fit(
 
     counts = [len(read[k][0]) for k in range(len(request.targets))]
     loss = auto_loss(request.loss, counts, mesh.vertex_count, has_footage=footage is not None)
-    targets = [] if footage is not None else _targets(request, read, mesh.vertex_count, loss == "surface")
+    targets = [] if footage is not None else _targets(request, read, mesh, loss == "surface")
     try:
         params = sampler.settings(model.read_settings(mod, scene))
     except ValueError as e:
@@ -121,16 +126,22 @@ def prepare_fit(
     return PreparedFit(request, problem, settings, modifier_values, (start, end), warnings)
 
 
-def _targets(
-    request: FitRequest,
-    read: dict[int, tuple[np.ndarray, np.ndarray | None]],
-    vertex_count: int,
-    surface: bool,
-) -> list[Target]:
+def _targets(request: FitRequest, read: dict[int, _Read], mesh: ClothMesh, surface: bool) -> list[Target]:
     """The read targets in request order, checked against the loss."""
     targets = []
+    vertex_count = mesh.vertex_count
     for k, t in enumerate(request.targets):
-        positions, tris = read[k]
+        positions, tris, edges = read[k]
+        bad = np.flatnonzero(~np.isfinite(positions).all(axis=1))
+        if len(bad):
+            listed = ", ".join(str(v) for v in bad[:5]) + (", ..." if len(bad) > 5 else "")
+            which = f"vertex {listed}" if len(bad) == 1 else f"{len(bad)} vertices: {listed}"
+            raise FitInputError(
+                f"target {t.describe()} has coordinates that are not finite numbers (inf or nan) at "
+                f"{which}: fix the target mesh or remove the target"
+            )
+        if not surface and len(positions) == vertex_count:
+            _check_vertex_order(t, edges, mesh.edges, vertex_count)
         if not surface and len(positions) != vertex_count:
             raise FitInputError(
                 f"target {t.describe()} has {len(positions)} vertices, the cloth has {vertex_count}: "
@@ -147,19 +158,43 @@ def _targets(
     return targets
 
 
+def _check_vertex_order(t: TargetSpec, edges: np.ndarray | None, cloth_edges: np.ndarray, n: int) -> None:
+    """A target the vertex loss compares vertex by vertex has the cloth's vertex order: most
+    of the cloth's edges join the same two vertices in the target (a target of the cloth's
+    topology in another order, as some exporters write it, has almost none)."""
+    if edges is None or len(edges) == 0 or len(cloth_edges) == 0:
+        return  # a shape key of the cloth, or points without edges: nothing to compare
+
+    def keys(e: np.ndarray) -> np.ndarray:
+        pairs = np.sort(np.asarray(e, dtype=np.int64).reshape(-1, 2), axis=1)
+        return pairs[:, 0] * n + pairs[:, 1]
+
+    shared = int(np.isin(keys(cloth_edges), keys(edges)).sum())
+    if shared < 0.5 * len(cloth_edges):
+        raise FitInputError(
+            f"target {t.describe()} has the cloth's {n} vertices but not in the cloth's vertex order "
+            f"(only {shared} of the cloth's {len(cloth_edges)} edges join the same two vertices in it): "
+            "the vertex loss compares vertex by vertex; make the target from the cloth's mesh, or use "
+            "the surface loss (Loss: Surface in the panel, --loss surface in batch)"
+        )
+
+
 def _read_target(
     cloth: bpy.types.Object, t: TargetSpec, depsgraph: bpy.types.Depsgraph, surface: bool
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """World positions (and triangles for the surface loss) of a target at the current frame."""
+) -> _Read:
+    """World positions, triangles (for the surface loss) and edges (None for a shape key of
+    the cloth: its own) of a target at the current frame."""
     if t.shape_key:
         block = cloth.data.shape_keys.key_blocks[t.shape_key]
         positions = world_positions(block.data, object_matrix(cloth.evaluated_get(depsgraph)))
-        return positions, triangles(cloth.data) if surface else None
+        return positions, triangles(cloth.data) if surface else None, None
     tob_eval = bpy.data.objects[t.object_name].evaluated_get(depsgraph)
     me = tob_eval.to_mesh()
     try:
         positions = world_positions(me.vertices, object_matrix(tob_eval))
-        return positions, triangles(me) if surface else None
+        edges = np.empty(len(me.edges) * 2, dtype=np.int32)
+        me.edges.foreach_get("vertices", edges)
+        return positions, triangles(me) if surface else None, edges.reshape(-1, 2)
     finally:
         tob_eval.to_mesh_clear()
 

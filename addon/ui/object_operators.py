@@ -179,7 +179,7 @@ class OBJECT_OT_fit_to_target_bake(_ObjectResultOperator):
         if active_session() is not None:
             raise FitInputError("A fit is running: bake when it has finished")
         info = bake_object(context.scene, ob)
-        return ("WARNING" if info.temporary else "INFO", info.message)
+        return ("WARNING" if info.temporary or info.warnings else "INFO", info.message)
 
 
 class OBJECT_OT_fit_to_target_unbake(_ObjectResultOperator):

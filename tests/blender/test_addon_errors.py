@@ -133,7 +133,12 @@ def test_bake_in_unsaved_file_uses_temp_dir_and_says_so(tmp_path: Path) -> None:
 
 def test_bake_errors_change_nothing(cloth) -> None:
     ob, _, folder = cloth
-    bpy.context.scene.frame_end = 1  # nothing after the cache start
+    # nothing after the cache start: the bake covers the cache range, the scene range and every
+    # target frame, so all three end there
+    bpy.context.scene.frame_end = 1
+    cache = next(m for m in ob.modifiers if m.type == "CLOTH").point_cache
+    cache.frame_end = cache.frame_start
+    ob.fit_to_target.targets.clear()
     before = snapshot(ob, folder)
     with pytest.raises(RuntimeError, match="nothing to bake"):
         bpy.ops.object.fit_to_target_bake()

@@ -107,12 +107,17 @@ def test_fit_to_tracks_of_a_soft_body(tmp_path: Path) -> None:
     assert record["model"] == "soft_body" and record["unit"] == "px"
     assert record["outcome"] == "converged", record["outcome_reason"]
     assert record["rmse_px"] < 1.0 and len(record["track_bindings"]) >= 25
-    assert "young_modulus" not in record["undetermined"]
+    assert record["params"]["young_modulus"] == pytest.approx(2.0e4, rel=0.05)
+    # the body's contacts make its motion jump under changes of a few tenths of a percent: a
+    # value is determined only where no point of its confidence range fits better, and then
+    # the range holds the truth
     for entry in record["identifiability"]:
         truth_value = {"young_modulus": 2.0e4, "damping": 0.02}[entry["name"]]
         low, high = entry["confidence_range"]
         if entry["determined"]:
             assert low <= truth_value / entry["value"] <= high, entry
+        else:
+            assert any("not determined" in w for w in entry["warnings"]), entry
     print(
         "soft-body footage fit:",
         record["params"],

@@ -10,7 +10,7 @@
 - the fit engine (``warp_core/fit/``) never names a model: models are found by name at run time;
 - only ``warp_core/targets/`` tells one kind of target, or one unit, from another;
 - every module of ``addon/`` and ``warp_core/`` says what it is for in a docstring, and the code
-  map in README.md is the one ``tools/code_map.py`` makes from the tree (``./dev map``).
+  map in docs/code-map.md is the one ``tools/code_map.py`` makes from the tree (``./dev docs``).
 """
 
 from __future__ import annotations
@@ -204,11 +204,13 @@ def test_every_module_has_a_docstring() -> None:
     assert not missing, f"modules without a docstring saying what they are for: {missing}"
 
 
-def test_the_readme_code_map_lists_every_module() -> None:
+def test_the_code_map_lists_every_module() -> None:
+    """docs/code-map.md lists every module with its docstring's first line: a module missing
+    from the map, one the tree no longer has, or a stale line fails."""
     code_map = load_code_map()
     want = code_map.generate(REPO_ROOT)
-    have = code_map.readme_block((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
-    diff = difflib.unified_diff(have.splitlines(), want.splitlines(), "README.md", "tree", lineterm="")
+    have = code_map.doc_block((REPO_ROOT / code_map.DOC).read_text(encoding="utf-8"))
+    diff = difflib.unified_diff(have.splitlines(), want.splitlines(), code_map.DOC, "tree", lineterm="")
     diff = "\n".join(diff)
     if have != want:
-        pytest.fail(f"README.md's code map is not the tree's: run ./dev map\n{diff}", pytrace=False)
+        pytest.fail(f"{code_map.DOC}'s code map is not the tree's: run ./dev docs\n{diff}", pytrace=False)

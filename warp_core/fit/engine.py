@@ -24,6 +24,7 @@ where a limit is 0 (``Parameter.floor``).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..errors import one_line
@@ -36,6 +37,9 @@ from .stages import refine_bindings, run_objective
 from .verdict.result import FitResult
 
 __all__ = ["fit"]
+
+# seconds past the time budget a fit may end without saying why (the verdict's own work)
+OVERRUN_S = 0.5
 
 
 def fit(
@@ -70,8 +74,35 @@ def _fit(
     except ValueError as e:
         raise FitError(one_line(e)) from e
     target = objective.target
+    budget = settings.time_budget_s
+    started: list[float] = []  # when the start was simulated (its progress report)
+
+    def report(iteration: int, loss: float, values: dict[str, float]) -> None:
+        if not started:
+            started.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress(iteration, loss, values)
+
+    # the budget counts from here: preparing the fit (building the simulation) is part of it
+    run_settings = settings if budget is None else replace(settings, time_budget_s=_left(budget, t0))
     with target.bindings_held():
-        found = run_objective(problem, spec, objective, settings, progress, cancel, t0)
+        found = run_objective(problem, spec, objective, run_settings, report, cancel, t0)
     if target.refines_bindings:
-        found = refine_bindings(problem, objective, settings, found, progress, cancel, t0)
+        found = refine_bindings(problem, objective, settings, found, report, cancel, t0)
+    if budget is not None and found.stop_reason == "time_budget" and found.seconds > budget + OVERRUN_S:
+        found.outcome_reason += "; " + _overrun(found.seconds, budget, started[0] if started else None)
     return found
+
+
+def _left(budget: float, t0: float) -> float:
+    """What is left of ``budget`` seconds counted from ``t0`` (a sliver above 0 when none is:
+    the search then stops at its first check, after simulating its start)."""
+    return max(budget - (time.perf_counter() - t0), 1e-9)
+
+
+def _overrun(seconds: float, budget: float, start_s: float | None) -> str:
+    """Why a fit stopped by its time budget ran past it."""
+    head = f"it ran {seconds:.1f} s of a {budget:g} s time budget, which is checked between simulations"
+    if start_s is not None and start_s > budget:
+        return f"{head}: preparing the fit and simulating its start took {start_s:.1f} s"
+    return f"{head}: the simulations of its last step (its sensitivities) began before the budget ran out"

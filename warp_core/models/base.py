@@ -10,6 +10,7 @@ never asks for a model by name.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -23,6 +24,29 @@ DEFAULT_FLOOR_FRACTION = 1e-3
 # Without a ``plausible`` range, the global search spreads its start points over this
 # factor either side of the default.
 DEFAULT_PLAUSIBLE_FACTOR = 10.0
+
+
+def as_float32(value: float) -> float:
+    """``value`` as Blender stores a float setting (float32; inf when out of its range)."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def within_bounds(value: float, bounds: tuple[float, float]) -> bool:
+    """Is ``value`` within ``bounds`` as Blender stores settings? Compared in float32, so a
+    value at a bound stays within it after storage (a Poisson ratio of 0.49 reads back as
+    0.49000000953674316, the float32 nearest 0.49)."""
+    lo, hi = bounds
+    return as_float32(lo) <= as_float32(value) <= as_float32(hi)
+
+
+def onto_bounds(value: float, bounds: tuple[float, float]) -> float:
+    """``value`` within ``bounds`` (:func:`within_bounds`) as a float64 within them: a bound
+    read back from float32 is the bound again. Values outside are returned as they are."""
+    lo, hi = bounds
+    return min(max(value, lo), hi) if within_bounds(value, bounds) else value
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ always passed in by the caller: the library itself knows only the built-ins.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -107,7 +108,9 @@ def write_preset_json(preset: Preset, path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def _read_dir(directory: Path, builtin: bool, warnings: list[str] | None) -> list[Preset]:
+def _read_dir(
+    directory: Path, builtin: bool, warnings: list[str] | None, log_skipped: bool = True
+) -> list[Preset]:
     out: list[Preset] = []
     try:
         entries = sorted(directory.iterdir(), key=lambda e: e.name)
@@ -120,7 +123,8 @@ def _read_dir(directory: Path, builtin: bool, warnings: list[str] | None) -> lis
             out.append(load_preset_file(entry, builtin=builtin))
         except PresetError as e:
             message = f"skipped {e}"
-            log.warning(message)
+            if log_skipped:
+                log.warning(message)
             if warnings is not None:
                 warnings.append(message)
     return out
@@ -134,14 +138,17 @@ def list_presets(
     builtin_dir: str | os.PathLike[str] | None = BUILTIN_DIR,
     user_dir: str | os.PathLike[str] | None = None,
     warnings: list[str] | None = None,
+    *,
+    log_skipped: bool = True,
 ) -> list[Preset]:
     """Built-in presets (sorted by name) then user presets (sorted by name).
 
     A file that cannot be read, or a user preset whose name (case-insensitive) is already
-    taken, is skipped; a message is appended to ``warnings`` (and logged) instead of raising.
+    taken, is skipped; a message is appended to ``warnings`` (and logged, unless not
+    ``log_skipped``) instead of raising.
     """
-    builtins = _read_dir(Path(builtin_dir), True, warnings) if builtin_dir is not None else []
-    users = _read_dir(Path(user_dir), False, warnings) if user_dir is not None else []
+    builtins = _read_dir(Path(builtin_dir), True, warnings, log_skipped) if builtin_dir is not None else []
+    users = _read_dir(Path(user_dir), False, warnings, log_skipped) if user_dir is not None else []
     seen: set[str] = set()
     out: list[Preset] = []
     for group in (builtins, users):
@@ -149,7 +156,8 @@ def list_presets(
         for p in group:
             if _key(p.name) in seen:
                 message = f"skipped preset {p.path}: the name {p.name!r} is already used by another preset"
-                log.warning(message)
+                if log_skipped:
+                    log.warning(message)
                 if warnings is not None:
                     warnings.append(message)
                 continue
@@ -166,16 +174,55 @@ def find_preset(
 ) -> Preset:
     """The preset called ``name`` (case-insensitive), built-ins first. PresetError if none.
 
-    User presets are looked up only in ``user_dir`` (none when it is None)."""
+    User presets are looked up only in ``user_dir`` (none when it is None). When the preset
+    asked for is in a file that was skipped (named after it, or naming it), the error says
+    why that file was; other skipped files are only counted."""
     skipped: list[str] = []
-    presets = list_presets(builtin_dir, user_dir, skipped)
+    presets = list_presets(builtin_dir, user_dir, skipped, log_skipped=False)
     for p in presets:
         if _key(p.name) == _key(str(name)):
             return p
+    folders = [Path(d) for d in (builtin_dir, user_dir) if d is not None]
+    files = [f for d in folders for f in _files_of(d, str(name))]
+    own = [
+        m.removeprefix("skipped ")
+        for m in skipped
+        if any(m.startswith(f"skipped preset {f}:") for f in files)
+    ]
+    if own:
+        raise PresetError(f"no usable preset named {name!r}: {'; '.join(own)}")
     available = ", ".join(p.name for p in presets) or "none"
-    # the preset asked for may be one of the files that were refused: say why
-    reasons = "".join(f"; {message}" for message in skipped[:3])
-    raise PresetError(f"no preset named {name!r}; available: {available}{reasons}")
+    others = ""
+    if skipped:
+        others = f"; {len(skipped)} other preset file(s) skipped (unreadable, or a name already used)"
+    raise PresetError(f"no preset named {name!r}; available: {available}{others}")
+
+
+def _files_of(directory: Path, name: str) -> list[Path]:
+    """The ``.json`` files of ``directory`` that may hold the preset ``name``: the file its
+    name saves to, and any whose JSON names it (read however broken the rest is)."""
+    out = []
+    try:
+        entries = sorted(directory.iterdir(), key=lambda e: e.name)
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.name.startswith(".") or entry.suffix.lower() != PRESET_SUFFIX or not entry.is_file():
+            continue  # as the library skips them (a FIFO would block the read)
+        if entry.name == safe_filename(name) or _key(_declared_name(entry)) == _key(name):
+            out.append(entry)
+    return out
+
+
+def _declared_name(path: Path) -> str:
+    """The ``name`` a preset file's JSON gives, or "" (unreadable, too large, no name)."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(MAX_FILE_BYTES + 1).decode("utf-8-sig"))
+    except (OSError, ValueError, RecursionError):
+        return ""
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def save_preset_file(

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..models import get_model
+from ..models.base import onto_bounds, within_bounds
 
 SCHEMA_VERSION = 1
 MODEL = "blender_cloth"
@@ -146,14 +146,6 @@ def invalid(source: str, problem: str) -> PresetError:
 FLOAT32_SMALLEST_NORMAL = 2.0**-126  # 1.18e-38: below it float32 loses precision, then becomes 0
 
 
-def as_float32(value: float) -> float:
-    """``value`` as Blender stores a float setting (float32; inf when out of its range)."""
-    try:
-        return struct.unpack("<f", struct.pack("<f", value))[0]
-    except OverflowError:
-        return math.copysign(math.inf, value)
-
-
 def name_key(name: str) -> str:
     """What makes two preset names the same: compatibility forms folded (full-width letters,
     ligatures) and case ignored, so "Ｃｏｔｔｏｎ" and "COTTON" are both "cotton"."""
@@ -233,15 +225,11 @@ def _check_values(values: Any, source: str, where: str = "values", model: str = 
                 f"{where}.{key} = {number!r} is too small for Blender's float32 settings (nonzero values "
                 f"must be at least {FLOAT32_SMALLEST_NORMAL:g}); Blender would store 0",
             )
-        stored = as_float32(number)
-        if not lo <= stored <= hi:
-            raise invalid(
-                source,
-                f"{where}.{key} = {number:g} is outside Blender's range [{lo:g}, {hi:g}] once stored "
-                "as float32",
-            )
-        if not lo <= number <= hi:
+        # compared as Blender stores it (float32): a value read back from Blender at a bound,
+        # such as a Poisson ratio of 0.49 (0.49000000953674316), is that bound
+        if not within_bounds(number, (lo, hi)):
             raise invalid(source, f"{where}.{key} = {number:g} is outside Blender's range [{lo:g}, {hi:g}]")
+        number = onto_bounds(number, (lo, hi))
         if key == "mass" and number <= 0.0:
             raise invalid(source, f"{where}.mass must be > 0, got {number:g}")
         out[key] = number

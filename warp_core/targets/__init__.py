@@ -46,9 +46,10 @@ def _surface(problem: FitProblem, sim: Any) -> TargetKind:
 
 
 def _footage(problem: FitProblem, sim: Any) -> TargetKind:
-    vertices = problem.mesh.vertices
-    extent = float(np.ptp(vertices, axis=0).max()) or 1.0
-    return Reprojection(problem.tracks, problem.target_frames, extent, (problem.start_frame, vertices))
+    mesh = problem.mesh
+    extent = float(np.ptp(mesh.vertices, axis=0).max()) or 1.0
+    rest = (problem.start_frame, mesh.vertices)
+    return Reprojection(problem.tracks, problem.target_frames, extent, rest, triangles=mesh.triangles())
 
 
 # by ``FitProblem.loss_kind``

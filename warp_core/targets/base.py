@@ -123,13 +123,13 @@ class TargetKind(ABC):
         """Track name -> RMS error, worst first (empty without tracks)."""
         return {}
 
-    def track_bindings(self, x: np.ndarray) -> dict[str, list[float]]:
+    def track_bindings(self, x: np.ndarray) -> dict[str, dict[str, Any]]:
         """Track name -> where its markers put it on the surface (empty without tracks)."""
         return {}
 
-    def far_off(self, x: np.ndarray) -> str | None:
-        """A warning naming the points far off (mistracked, most likely), or None."""
-        return None
+    def track_warnings(self, x: np.ndarray) -> list[str]:
+        """Warnings naming single tracks: far off, and why (empty without tracks)."""
+        return []
 
     def systematic_modes(self, x: np.ndarray) -> np.ndarray | None:
         """(modes, M) residual changes of errors that do not average out (a camera off by its

@@ -13,13 +13,13 @@ Markers at the start frame see the cloth at rest (``rest``, the same for every v
 parameters): they say where each track sits on it and nothing of the material. Where a track
 sits is known only as well as its markers tell (a ray through one noisy start-frame marker
 lands millimetres off, centimetres at a grazing view), and that offset would bias the
-material. So each track's binding is profiled out:
-for every rollout, its two barycentric degrees of freedom (the point may leave its triangle
-a little, following the triangle's affine frame) are re-solved by Gauss-Newton to minimize
-the track's own residuals, starting from the binding given. The residuals are those of the
-profiled bindings; their tangents ``(dr/dx) dx`` are central differences in position space
-(the projection is smooth and cheap) with each side's bindings re-solved from the base
-point's: the exact first-order change of the profiled residuals.
+material. So each track's binding is profiled out: for every rollout, its two barycentric
+degrees of freedom are re-solved by Gauss-Newton to minimize the track's own residuals, on the
+surface it was bound to: its triangle, or the one across an edge (:mod:`warp_core.tracks.domain`).
+The residuals are those of the profiled bindings; their tangents ``(dr/dx) dx`` are central
+differences in position space (the projection is smooth and cheap) with each side's bindings
+re-solved from the base point's: the exact first-order change of the profiled residuals. The
+result's reports on single tracks are :mod:`.track_reports`'.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from ..tracks.camera import project
+from ..tracks.domain import DIRECTIONS, BindingDomain, triangle_step
 from ..tracks.targets import FootageTargets
 from .base import TargetKind
+from .track_reports import TrackReport, binding_drift, binding_records, followed_vertices, track_warnings
 from .units import PIXELS
 
 __all__ = ["Reprojection"]
@@ -42,16 +45,14 @@ _TANGENT_STEP = 1e-6
 # how far off (in image diagonals) a bound point behind the camera counts
 _BEHIND = 10.0
 # profiled bindings: Gauss-Newton iterations and when they have converged, the barycentric
-# step of their difference Jacobian, how far outside its triangle a bound point may move (a
-# barycentric coordinate down to -_REACH), and the fewest markers a track needs to be
-# profiled (2 unknowns)
+# step of their difference Jacobian, and the fewest markers a track needs to be profiled
+# (2 unknowns)
 _PROFILE_ITERATIONS = 25
 _PROFILE_CONVERGED = 1e-13
 _BARY_STEP = 1e-6
-_REACH = 0.5
 _PROFILE_MIN_MARKERS = 3
-# the two directions a binding moves in (barycentric changes that keep the sum 1)
-_DIRECTIONS = np.array([[-1.0, 1.0, 0.0], [-1.0, 0.0, 1.0]])
+# a binding (vertices (T, 3), barycentrics (T, 3)) per track
+Bindings = tuple[np.ndarray, np.ndarray]
 
 
 class Reprojection(TargetKind):
@@ -87,9 +88,12 @@ class Reprojection(TargetKind):
         scene_size: float,
         rest: tuple[int, np.ndarray] | None = None,
         profile: bool = True,
+        triangles: np.ndarray | None = None,
     ) -> None:
         """``frames``: the rollout's recorded frames; ``rest``: (start frame, the cloth's
-        positions there), for the markers at the start frame (else they must not be any)."""
+        positions there), for the markers at the start frame (else they must not be any);
+        ``triangles``: the surface's (M, 3) triangles, which a profiled binding may cross into
+        from its own (None: each binding stays in its own triangle)."""
         self.targets = targets
         used = np.asarray(targets.marker_weight, dtype=np.float64) > 0.0
         # row 0 of the positions is the cloth at rest, then the rollout's frames
@@ -98,17 +102,21 @@ class Reprojection(TargetKind):
         if rest is not None:
             row[int(rest[0])] = 0
             self.rest = np.asarray(rest[1], dtype=np.float64)[None]
+        self.scene_size = max(float(scene_size), 1e-9)
         self.marker_frame = np.asarray(targets.marker_frame)[used].astype(np.int64)
         self.frame_row = np.array([row[int(f)] for f in self.marker_frame], dtype=np.int64)
         self.marker_track = np.asarray(targets.marker_track)[used].astype(np.int64)
         self.track_vertices = np.array([b.vertices for b in targets.bindings], dtype=np.int64)
-        self.base_bary = np.array([b.barycentric for b in targets.bindings], dtype=np.float64)
+        # on the surface: a binding given outside its triangle (a coordinate below 0) is clipped onto it
+        bary = np.maximum(np.array([b.barycentric for b in targets.bindings], dtype=np.float64), 0.0)
+        self.base_bary = bary / bary.sum(axis=1, keepdims=True)
+        self.domain = BindingDomain(self.track_vertices, triangles)
         self.pixels = np.asarray(targets.marker_pixel, dtype=np.float64)[used]
         weight = np.asarray(targets.marker_weight, dtype=np.float64)[used]
         self.weight = weight / weight.mean()
         self.sqrt_w = np.sqrt(self.weight)
         self.huber = float(targets.huber_px)
-        self.step = _TANGENT_STEP * max(scene_size, 1e-9)
+        self.step = _TANGENT_STEP * self.scene_size
         intr = targets.intrinsics
         self.behind_px = _BEHIND * float(np.hypot(intr.width, intr.height))
         # each marker's camera
@@ -118,30 +126,33 @@ class Reprojection(TargetKind):
         self.profiled = (counts >= _PROFILE_MIN_MARKERS) if profile else np.zeros(len(counts), bool)
         # the last rollout's profiled bindings: residuals, tangents and every report of a
         # result ask for those of the same rollout array
-        self._last: tuple[np.ndarray, np.ndarray, bytes] | None = None
+        self._last: tuple[np.ndarray, Bindings, bytes] | None = None
 
     @property
     def marker_count(self) -> int:
         return len(self.pixels)
 
     # ------------------------------------------------------------------ projection
-    def _points(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
-        """(K, 3) each marker's bound point with per-track barycentrics ``bary`` (T, 3), for
-        the rollout ``x`` (frames, N, 3) behind the rest positions."""
+    def _stacked(self, x: np.ndarray) -> np.ndarray:
+        """The rollout ``x`` (frames, N, 3) behind the rest positions: rows as ``frame_row``."""
         rest = self.rest if self.rest is not None else np.zeros((1, *x.shape[1:]))
-        stacked = np.concatenate([rest, x])
-        corners = stacked[self.frame_row[:, None], self.track_vertices[self.marker_track]]  # (K, 3, 3)
+        return np.concatenate([rest, x])
+
+    def _points(self, x: np.ndarray, at: Bindings) -> np.ndarray:
+        """(K, 3) each marker's bound point with per-track bindings ``at``, for the rollout ``x``."""
+        vertices, bary = at
+        corners = self._stacked(x)[self.frame_row[:, None], vertices[self.marker_track]]  # (K, 3, 3)
         return np.einsum("kj,kjd->kd", bary[self.marker_track], corners)
 
     def _project(self, points: np.ndarray) -> np.ndarray:
         """(K, 2) pixels of each marker's point through its own frame's camera (NaN behind it)."""
         return project(points, self.cameras, self.targets.intrinsics)
 
-    def _errors(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
+    def _errors(self, x: np.ndarray, at: Bindings) -> np.ndarray:
         """(K, 2) projection minus marker. A point behind the camera has no image: it counts as
         ``_BEHIND`` image diagonals off, so a rollout that carries the cloth out of view scores
         badly instead of not at all."""
-        e = self._project(self._points(x, bary)) - self.pixels
+        e = self._project(self._points(x, at)) - self.pixels
         return np.where(np.isfinite(e), e, self.behind_px)
 
     def _weights(self, e: np.ndarray) -> np.ndarray:
@@ -157,12 +168,14 @@ class Reprojection(TargetKind):
         return self._weights(e)[:, None] * e
 
     # ------------------------------------------------------------------ profiled bindings
-    def _binding_jacobian(self, x: np.ndarray, bary: np.ndarray) -> np.ndarray:
+    def _binding_jacobian(self, x: np.ndarray, at: Bindings) -> np.ndarray:
         """(K, 2, 2) d scaled residual / d binding direction, per marker (central differences)."""
+        vertices, bary = at
         cols = []
-        for direction in _DIRECTIONS:
+        for direction in DIRECTIONS:
             h = _BARY_STEP * direction
-            up, down = self._scaled(self._errors(x, bary + h)), self._scaled(self._errors(x, bary - h))
+            up = self._scaled(self._errors(x, (vertices, bary + h)))
+            down = self._scaled(self._errors(x, (vertices, bary - h)))
             cols.append((up - down) / (2 * _BARY_STEP))
         return np.stack(cols, axis=2)
 
@@ -172,40 +185,55 @@ class Reprojection(TargetKind):
         np.add.at(out, self.marker_track, values)
         return out
 
-    def bindings(self, x: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
-        """(T, 3) each track's barycentrics that best explain its markers for rollout ``x``
-        (Gauss-Newton from the given bindings, or from ``start``)."""
+    def bindings(self, x: np.ndarray, start: Bindings | None = None) -> Bindings:
+        """Each track's binding (vertices, barycentrics) that best explains its markers for
+        rollout ``x`` (Gauss-Newton from the given bindings, or from ``start``)."""
         if start is None:
             mask = self.profiled.tobytes()
             if self._last is not None and self._last[0] is x and self._last[2] == mask:
                 return self._last[1]
-            bary = self._solve_bindings(x, self.base_bary)
-            self._last = (x, bary, mask)
-            return bary
-        return self._solve_bindings(x, start)
+            found = self._solve_bindings(x, (self.track_vertices, self.base_bary), self.profiled)
+            self._last = (x, found, mask)
+            return found
+        return self._solve_bindings(x, start, self.profiled)
 
-    def _solve_bindings(self, x: np.ndarray, start: np.ndarray) -> np.ndarray:
-        bary = start.copy()
-        if not self.profiled.any():
-            return bary
+    def _solve_bindings(
+        self, x: np.ndarray, start: Bindings, which: np.ndarray, bounded: bool = True
+    ) -> Bindings:
+        """The bindings ``which`` re-solved from ``start``: each in its triangle, or in the one
+        across the edge it ends on where that is better (``self.domain``); with ``bounded``
+        False, Gauss-Newton anywhere in its triangle's plane."""
+        if not bounded:
+            return self._descend(x, start, which, False)
+
+        def cost(at: Bindings) -> np.ndarray:
+            return self._per_track(np.sum(self._scaled(self._errors(x, at)) ** 2, axis=1))
+
+        return self.domain.solve(start, which, lambda at, mask: self._descend(x, at, mask, True), cost)
+
+    def _descend(self, x: np.ndarray, start: Bindings, which: np.ndarray, bounded: bool) -> Bindings:
+        """Gauss-Newton on the bindings ``which`` from ``start``, each step the model's best
+        within the triangle (``triangle_step``), or anywhere in its plane."""
+        vertices, bary = start[0].copy(), start[1].copy()
+        if not which.any():
+            return vertices, bary
         for _ in range(_PROFILE_ITERATIONS):
-            r = self._scaled(self._errors(x, bary))
-            jac = self._binding_jacobian(x, bary)
+            r = self._scaled(self._errors(x, (vertices, bary)))
+            jac = self._binding_jacobian(x, (vertices, bary))
             normal = self._per_track(np.einsum("kai,kaj->kij", jac, jac))
             gradient = self._per_track(np.einsum("kai,ka->ki", jac, r))
-            ok = self.profiled & (np.abs(np.linalg.det(normal)) > 1e-300)
+            ok = which & (np.abs(np.linalg.det(normal)) > 1e-300)
             step = np.zeros((len(bary), 2))
-            step[ok] = -np.linalg.solve(normal[ok], gradient[ok][..., None])[..., 0]
-            moved = bary + step @ _DIRECTIONS
-            # a point may leave its triangle only a little: shorten steps that go further
-            low = moved.min(axis=1)
-            now = bary.min(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                shrink = np.where(low < -_REACH, (now + _REACH) / (now - low), 1.0)
-            bary = bary + np.clip(shrink, 0.0, 1.0)[:, None] * (step @ _DIRECTIONS)
+            if bounded:
+                step[ok] = triangle_step(bary[ok], normal[ok], gradient[ok])
+                bary = np.maximum(bary + step @ DIRECTIONS, 0.0)
+                bary /= bary.sum(axis=1, keepdims=True)
+            else:
+                step[ok] = -np.linalg.solve(normal[ok], gradient[ok][..., None])[..., 0]
+                bary = bary + step @ DIRECTIONS
             if np.abs(step).max(initial=0.0) < _PROFILE_CONVERGED:
                 break
-        return bary
+        return vertices, bary
 
     # ------------------------------------------------------------------ what the fit sees
     def marker_errors(self, x: np.ndarray) -> np.ndarray:
@@ -220,12 +248,12 @@ class Reprojection(TargetKind):
         size = float(np.abs(dx).max())
         if size == 0.0 or not np.isfinite(size):
             return np.zeros(2 * self.marker_count)
-        bary = self.bindings(x)
+        at = self.bindings(x)
         h = self.step / size
         sides = []
         for xs in (x + h * dx, x - h * dx):
             # re-profiled from the base point's bindings, which lie next to each side's
-            sides.append(self._scaled(self._errors(xs, self.bindings(xs, start=bary))))
+            sides.append(self._scaled(self._errors(xs, self.bindings(xs, start=at))))
         return ((sides[0] - sides[1]) / (2 * h)).ravel()
 
     def rmse(self, x: np.ndarray) -> float:
@@ -251,44 +279,52 @@ class Reprojection(TargetKind):
     def change(self, x0: np.ndarray, x1: np.ndarray) -> float:
         """RMS pixel distance between the projections of two rollouts (the same bindings): how
         far a change of the motion moves what the camera sees."""
-        bary = self.bindings(x0)
-        d = self._project(self._points(x1, bary)) - self._project(self._points(x0, bary))
+        at = self.bindings(x0)
+        d = self._project(self._points(x1, at)) - self._project(self._points(x0, at))
         return float(np.sqrt(np.nanmean(np.sum(d**2, axis=1))))
 
     def motion(self, rest: np.ndarray) -> float:
         """RMS pixel distance of the markers from the cloth left at rest, as bound: what there is
         to fit."""
         still = np.broadcast_to(rest, (int(self.frame_row.max()), *rest.shape))
-        return self._rms(self._errors(still, self.base_bary))
+        return self._rms(self._errors(still, (self.track_vertices, self.base_bary)))
 
-    def far_off(self, x: np.ndarray, factor: float = 3.0) -> str | None:
-        """A warning naming the markers off by more than ``factor`` times the robust threshold
-        (mistracked ones, most likely), or None."""
-        e = np.linalg.norm(self.marker_errors(x), axis=1)
-        limit = factor * self.huber
-        far = e > limit
-        if not far.any():
-            return None
-        names = self.targets.track_names()
-        tracks = sorted({names[k] for k in self.marker_track[far]})
-        listed = ", ".join(f"'{t}'" for t in tracks[:6]) + (
-            f" and {len(tracks) - 6} more" if len(tracks) > 6 else ""
+    # ------------------------------------------------------------------ reports
+    def drift(self, x: np.ndarray) -> np.ndarray:
+        """(T,) how far each track's profiled binding lies from where it was bound, on the
+        cloth at rest (metres; 0 without the rest positions)."""
+        if self.rest is None:
+            return np.zeros(len(self.base_bary))
+        return binding_drift(self.rest[0], self.bindings(x), (self.track_vertices, self.base_bary))
+
+    def track_warnings(self, x: np.ndarray, factor: float = 3.0) -> list[str]:
+        """Warnings naming far-moved bindings, and tracks more than ``factor`` times the robust
+        threshold off by their binding or by their markers (:mod:`.track_reports`)."""
+        at = self.bindings(x)
+        e = np.linalg.norm(self._errors(x, at), axis=1)
+        far = np.zeros(len(self.base_bary), bool)
+        far[self.marker_track[e > factor * self.huber]] = True
+        # where the markers put each far track anywhere on the surface: at the vertex whose
+        # motion follows them best, then free in the plane of a triangle there
+        arrays = (self.frame_row, self.cameras, self.pixels, self.marker_track, self.targets.intrinsics)
+        followed = followed_vertices(self._stacked(x), *arrays, np.flatnonzero(far))
+        free = self._solve_bindings(x, self.domain.at_vertices(at, followed), far, bounded=False)
+        free_e = np.linalg.norm(self._errors(x, free), axis=1)
+        names, at_rest = self.targets.track_names(), self.frame_row == 0
+        report = TrackReport(
+            names, self.marker_track, at_rest, e, free_e, self.huber, self.drift(x), self.scene_size
         )
-        return (
-            f"{int(far.sum())} of {len(e)} markers are more than {limit:g} px off ({listed}): the fit pulls "
-            f"on them only linearly past {self.huber:g} px, but they raise the RMSE; if they are "
-            "mistracked, mute them in the clip"
-        )
+        return track_warnings(report, followed, factor)
 
     def camera_modes(self, x: np.ndarray, error_px: float) -> np.ndarray:
         """(4, 2K) residual changes of a camera off by ``error_px``: the image shifted along x
         and y, turned and scaled about the principal point by that much at its corners (to
         first order; the Huber scale and the profiled bindings held)."""
         intr = self.targets.intrinsics
-        bary = self.bindings(x)
-        p = self._project(self._points(x, bary)) - np.asarray(intr.principal_px)
+        at = self.bindings(x)
+        p = self._project(self._points(x, at)) - np.asarray(intr.principal_px)
         reach = 0.5 * float(np.hypot(intr.width, intr.height))
-        scale = self._weights(self._errors(x, bary))
+        scale = self._weights(self._errors(x, at))
         shifts = [
             np.broadcast_to([error_px, 0.0], p.shape),
             np.broadcast_to([0.0, error_px], p.shape),
@@ -300,10 +336,10 @@ class Reprojection(TargetKind):
     def residual_scale(self) -> np.ndarray:
         return np.repeat(1.0 / self.sqrt_w, 2)
 
-    def track_bindings(self, x: np.ndarray) -> dict[str, list[float]]:
-        """Track name -> its profiled barycentrics (in its triangle's affine frame)."""
-        names = self.targets.track_names()
-        return {n: [float(v) for v in b] for n, b in zip(names, self.bindings(x), strict=True)}
+    def track_bindings(self, x: np.ndarray) -> dict[str, dict[str, Any]]:
+        """Track name -> its profiled binding: the triangle it ended in (its own or one across an
+        edge), its barycentrics there, and how far it moved from where it was bound (metres)."""
+        return binding_records(self.targets.track_names(), self.bindings(x), self.drift(x))
 
     @property
     def profiled_count(self) -> int:

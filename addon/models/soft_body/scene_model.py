@@ -19,7 +19,8 @@ import bpy
 import numpy as np
 
 from ....warp_core.mesh import ClothMesh
-from ....warp_core.models.soft_body.params import SETTINGS_FIELDS, Collider, SoftBodyParams
+from ....warp_core.models.base import onto_bounds
+from ....warp_core.models.soft_body.params import PARAMETER_BOUNDS, SETTINGS_FIELDS, Collider, SoftBodyParams
 from ...mesh_read import (
     input_is_object_data,
     modifier_input_stack,
@@ -152,6 +153,8 @@ def read_params(mod: bpy.types.SoftBodyModifier, scene: bpy.types.Scene) -> Soft
     ob = mod.id_data
     s = model_settings(ob)
     values = {name: getattr(s, name) for name in SETTINGS_FIELDS}
+    for name, bounds in PARAMETER_BOUNDS.items():
+        values[name] = onto_bounds(float(values[name]), bounds)  # float32 0.49 is 0.49 again
     for name in ("substeps", "iterations", "lattice_cells"):
         values[name] = int(values[name])
     values["ground"] = bool(values["ground"])

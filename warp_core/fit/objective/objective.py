@@ -250,7 +250,7 @@ class FitObjective:
         (see ``TargetKind.noise_rmse``); None for exact targets."""
         return self.target.noise_rmse(len(self.names))
 
-    def track_bindings(self, values: dict[str, float]) -> dict[str, list[float]]:
+    def track_bindings(self, values: dict[str, float]) -> dict[str, dict[str, Any]]:
         """Track name -> where its markers put it (empty unless the target reports tracks)."""
         if not self.target.reports_tracks:
             return {}

@@ -84,6 +84,8 @@ def trust_region_run(
     loss = 0.5 * float(r @ r)
     run.begin(values, loss, report_start)
     radius = float(start.radius)
+    if start.jacobian is None and (reason := run.interrupted()):
+        return run.result(reason, values, loss)  # no sensitivities past the budget or a cancel
     jac = start.jacobian if start.jacobian is not None else eval_jacobian(objective, spec, values, counter)
     if jac is None:
         tracker.warnings.append(f"the sensitivities cannot be computed at {format_values(values)}")

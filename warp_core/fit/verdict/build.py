@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 
 from ...models import get_model
+from ...models.base import within_bounds
 from ..objective.objective import FitObjective
-from ..optimizers.base import Counter, eval_jacobian
+from ..optimizers.base import EVALUATION_ERRORS, Counter, eval_jacobian
 from ..optimizers.global_search import SearchResult
 from ..problem.problem import FitProblem
 from ..problem.spec import ParameterSpec
@@ -51,7 +53,9 @@ def build_result(
     target = objective.target if isinstance(objective, FitObjective) else None
     noisy = target is not None and target.noise_spread is not None
     jac = result.jacobian
-    if jac is None:
+    # out of time: no more simulations for the verdict (it says what it can without them)
+    spent = result.stop_reason == "time_budget"
+    if jac is None and not spent:
         jac = eval_jacobian(objective, spec, values, Counter())
     ident = []
     if jac is not None:
@@ -82,14 +86,14 @@ def build_result(
         if noise is not None:
             modes = target.systematic_modes(objective.positions(values)[0])
             add_confidence_ranges(jac, ident, *noise, systematic=modes)
+            _check_range_ends(objective, spec, values, ident, 0.5 * residual_norm**2)
     for entry in ident:
         warnings += entry["warnings"]
     undetermined = [e["name"] for e in ident if not e["determined"]]
     at_bounds, bound_warnings = _at_bounds(problem, spec, values)
     warnings += bound_warnings
     if target is not None and target.reports_tracks:
-        far = target.far_off(objective.positions(values)[0])
-        warnings += [far] if far else []
+        warnings += target.track_warnings(objective.positions(values)[0])
     try:
         initial_rmse = objective.rmse(initial)
     except (FloatingPointError, ValueError):
@@ -111,7 +115,7 @@ def build_result(
     if rounding is not None or contact is not None:
         outcome, reason = "misfit", rounding or contact
         warnings.extend(w for w in (rounding, contact) if w is not None)
-    elif outcome != "converged":
+    elif outcome != "converged" and not spent:
         rough = _roughness(objective, spec, values)
         if rough is not None and rough >= ROUGH_SHARE * rmse:
             note = (
@@ -222,6 +226,39 @@ def _roughness(objective: FitObjective, spec: ParameterSpec, values: dict[str, f
     return max(changes)
 
 
+def _check_range_ends(
+    objective: FitObjective,
+    spec: ParameterSpec,
+    values: dict[str, float],
+    ident: list[dict[str, Any]],
+    loss: float,
+) -> None:
+    """Noisy targets: a confidence range comes from the slope at the fitted values, which a
+    motion that jumps within it (a contact starting, a fold) does not show. Each determined
+    parameter is simulated at both ends of its range (its followers with it); where an end
+    fits better than the fitted values, the fit has not found the best values within the
+    range it claims, and the parameter is not determined."""
+    for k, entry in enumerate(ident):
+        if not entry["determined"] or "confidence_range" not in entry:
+            continue
+        name = entry["name"]
+        for factor in entry["confidence_range"]:
+            moved = objective.moved(values, spec.group(k), math.log(values[name] * factor))
+            try:
+                r = objective.residuals(moved)
+            except EVALUATION_ERRORS:
+                continue
+            if np.all(np.isfinite(r)) and 0.5 * float(r @ r) < loss:
+                entry["determined"] = False
+                entry["warnings"].append(
+                    f"{name} is not determined: at {moved[name]:.6g}, within its confidence range, "
+                    "the targets are matched better than at the fitted value (the motion is not "
+                    "smooth there)"
+                )
+                break
+    objective.restore_params()
+
+
 def _search_summary(found: SearchResult) -> dict[str, object]:
     out: dict[str, object] = {
         "global_phase": found.global_phase,
@@ -239,7 +276,7 @@ def start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
     for k, name in enumerate(spec.free_names):
         v = float(problem.model_settings.values()[name])
         lo, hi = float(spec.value_lower[k]), float(spec.value_upper[k])
-        if v < lo or v > hi:
+        if not within_bounds(v, (lo, hi)):  # a bound read back from Blender's float32 is on it
             moved = lo if v < lo else hi
             out.append(
                 f"the start value {name}={v:.6g} is outside the fit's range [{lo:.6g}, {hi:.6g}]; "

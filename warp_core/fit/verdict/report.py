@@ -29,12 +29,25 @@ def record_misfit(record: dict[str, Any], key: str) -> str:
     return unit.format(record.get(f"{key}_{unit.symbol}"))
 
 
+# a record's "error" names the step that failed after a fit that ran ("bake: <reason>")
+AFTER_FIT_STEPS = ("bake",)
+
+
 def format_table(record: dict[str, Any]) -> list[str]:
     """Before -> after table of one object's result (batch output and reports), then its
     outcome with the reason in words, then the warnings."""
     name = record.get("name", "?")
     if record.get("status") == "failed":
+        step, sep, reason = str(record.get("error", "")).partition(": ")
+        if sep and step in AFTER_FIT_STEPS and record.get("params"):
+            # the fit ran and its values were written; what came after it failed
+            return [*_fit_lines(record), f"  {step} failed: {reason}"]
         return [f"{name}: fit failed: {record.get('error', '')}"]
+    return _fit_lines(record)
+
+
+def _fit_lines(record: dict[str, Any]) -> list[str]:
+    name = record.get("name", "?")
     head = (
         f"{name}: {record.get('model')}, {record.get('iterations')} iterations, "
         f"{record.get('seconds', 0.0):.1f} s on {record.get('device')}"

@@ -71,8 +71,9 @@ class FitResult:
     # the symbol of the unit of every misfit above ("m"; "px" for footage targets)
     unit: str = "m"
     track_errors: dict[str, float] = field(default_factory=dict)  # track -> RMS px, worst first
-    # track -> the barycentrics its markers put it at (the binding's triangle, its affine frame)
-    track_bindings: dict[str, list[float]] = field(default_factory=dict)
+    # track -> where its markers put it: "triangle" (its own or one across an edge),
+    # "barycentric" there, "drift_m" (how far it moved from where it was bound)
+    track_bindings: dict[str, dict[str, Any]] = field(default_factory=dict)
     # footage with the automatic tolerance: the RMSE the markers' own noise explains
     noise_rmse: float | None = None
     # with collision objects: the frames the fitted rollout touched them in and how many
@@ -135,6 +136,6 @@ class FitResult:
                 out[f"start_gap_{suffix}"] = out.pop("start_gap_m")
             out["unit"] = suffix
             out[f"track_errors_{suffix}"] = dict(self.track_errors)
-            out["track_bindings"] = {k: list(v) for k, v in self.track_bindings.items()}
+            out["track_bindings"] = {k: dict(v) for k, v in self.track_bindings.items()}
             out[f"noise_rmse_{suffix}"] = self.noise_rmse
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from ..base import within_bounds
 from .colliders import ClothCollider
 
 # Fields that are continuous physical parameters (fit candidates), with Blender's hard
@@ -147,7 +148,7 @@ class ClothParams:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
-            if v < lo or v > hi:
+            if not within_bounds(v, (lo, hi)):
                 raise ValueError(f"{name} = {v} is outside Blender's range [{lo}, {hi}]")
         if self.mass <= 0.0:
             raise ValueError(f"mass must be > 0, got {self.mass}")

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from ..base import within_bounds
+
 # the registry key (``SoftBodyModel.name``), which the simulator's messages name too
 MODEL_NAME = "soft_body"
 # Continuous physical parameters (fit candidates) and their hard limits. Young's modulus in
@@ -119,7 +121,7 @@ class SoftBodyParams:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
-            if v < lo or v > hi:
+            if not within_bounds(v, (lo, hi)):
                 raise ValueError(f"{name} = {v} is outside the soft-body range [{lo}, {hi}]")
         for name, lo in (("substeps", 1), ("iterations", 1), ("lattice_cells", 1)):
             v = getattr(self, name)
