@@ -112,13 +112,7 @@ def _read_dir(
     directory: Path, builtin: bool, warnings: list[str] | None, log_skipped: bool = True
 ) -> list[Preset]:
     out: list[Preset] = []
-    try:
-        entries = sorted(directory.iterdir(), key=lambda e: e.name)
-    except OSError:
-        return out
-    for entry in entries:
-        if entry.name.startswith(".") or entry.suffix.lower() != PRESET_SUFFIX or not entry.is_file():
-            continue
+    for entry in _preset_files(directory):
         try:
             out.append(load_preset_file(entry, builtin=builtin))
         except PresetError as e:
@@ -201,17 +195,23 @@ def find_preset(
 def _files_of(directory: Path, name: str) -> list[Path]:
     """The ``.json`` files of ``directory`` that may hold the preset ``name``: the file its
     name saves to, and any whose JSON names it (read however broken the rest is)."""
-    out = []
+    return [
+        entry
+        for entry in _preset_files(directory)
+        if entry.name == safe_filename(name) or _key(_declared_name(entry)) == _key(name)
+    ]
+
+
+def _preset_files(directory: Path) -> list[Path]:
+    """The preset files of ``directory`` in name order: visible ``.json`` regular files (a
+    FIFO would block the read); none where the folder cannot be listed."""
     try:
         entries = sorted(directory.iterdir(), key=lambda e: e.name)
     except OSError:
-        return out
-    for entry in entries:
-        if entry.name.startswith(".") or entry.suffix.lower() != PRESET_SUFFIX or not entry.is_file():
-            continue  # as the library skips them (a FIFO would block the read)
-        if entry.name == safe_filename(name) or _key(_declared_name(entry)) == _key(name):
-            out.append(entry)
-    return out
+        return []
+    return [
+        e for e in entries if not e.name.startswith(".") and e.suffix.lower() == PRESET_SUFFIX and e.is_file()
+    ]
 
 
 def _declared_name(path: Path) -> str:
