@@ -20,6 +20,9 @@ from blender_ref import _PACKAGE
 from mathutils import Matrix
 
 BATCH = REPO_ROOT / "batch.py"
+# the environment variable that makes a run send itself a signal at a named moment
+# (addon/cli/signals.py): "PHASE:SIGNAME"
+SELF_SIGNAL = "FIT_TO_TARGET_SELF_SIGNAL"
 TRUTH = {"tension_stiffness": 30.0, "compression_stiffness": 30.0}
 io_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.io")
 outputs_module = importlib.import_module(f"{_PACKAGE.__name__}.addon.cli.outputs")

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from addon_scenes import TMP, bake, fresh_copy, open_blend, target_positions, world_positions
 from batch_run import (
+    SELF_SIGNAL,
     io_module,
     mounted_tmpfs,
     our_errors,
@@ -30,8 +31,6 @@ from batch_run import (
     temporaries,
     tiny_scene,
 )
-
-SELF_SIGNAL = "FIT_TO_TARGET_SELF_SIGNAL"
 
 
 @pytest.fixture(scope="module")

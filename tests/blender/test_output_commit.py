@@ -22,6 +22,7 @@ import pytest
 from addon_scenes import add_targets_from_blender, bake, clamped_cloth, model_trajectory, open_blend, pc2
 from batch_run import (
     BATCH,
+    SELF_SIGNAL,
     io_module,
     our_errors,
     outputs_module,
@@ -31,7 +32,6 @@ from batch_run import (
     temporaries,
 )
 
-SELF_SIGNAL = "FIT_TO_TARGET_SELF_SIGNAL"
 FRAME_END = 6
 OWN = 1e-5  # m: a .blend playing its own values (the cache is float32); another fit's is mm off
 

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 from addon_scenes import TMP, addon_module, demo_blend, fresh_copy
-from batch_run import BATCH, our_errors, run_batch, sha256, temporaries, tiny_scene
-
-SELF_SIGNAL_ENV = "FIT_TO_TARGET_SELF_SIGNAL"  # the run sends itself a signal at a named moment
+from batch_run import BATCH, SELF_SIGNAL, our_errors, run_batch, sha256, temporaries, tiny_scene
 
 # From the first line of batch.py to the report's rename, in order: while bpy loads, before
 # the scene opens, while it is read, as the fit starts, after its first iteration, as it
@@ -61,7 +59,7 @@ def test_a_signal_at_any_moment_stops_cleanly(
         "--bake",
         cache,
         "--quiet",
-        env={SELF_SIGNAL_ENV: f"{moment}:{signame}"},
+        env={SELF_SIGNAL: f"{moment}:{signame}"},
     )
     signum = int(getattr(signal, signame))
     assert proc.returncode == 128 + signum, (proc.returncode, proc.stdout, proc.stderr)
