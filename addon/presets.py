@@ -29,6 +29,7 @@ from ..warp_core.presets.schema import (
     validate_preset,
 )
 from .extension import EXTENSION_PACKAGE
+from .models.registry import object_model
 
 
 def user_presets_dir(create: bool = True) -> Path:
@@ -116,6 +117,14 @@ def preset_from_fit_result(
     return validate_preset(
         Preset(name=name, values=values, notes=notes, provenance=provenance, model=model), source=repr(name)
     )
+
+
+def preset_values_of(ob: bpy.types.Object) -> dict[str, float]:
+    """The fields presets of the object's model know, read from the object ({} without its
+    modifier)."""
+    model = object_model(ob)
+    mod = model.find_modifier(ob)
+    return {} if mod is None else model.current_values(mod, MODEL_KEYS[model.name])
 
 
 def read_blender_cloth_preset(path: str | os.PathLike[str]) -> dict[str, Any]:

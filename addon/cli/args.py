@@ -22,7 +22,7 @@ EXIT_USAGE = 2  # bad arguments, missing file / object / target, input the fit c
 EXIT_FIT_FAILED = 3  # a fit, its bake or writing an output failed; the report is still written
 # every fit ran and was written back, but at least one does not match its targets (outcome
 # misfit or stalled): the values are the best found, not an answer to trust
-EXIT_NOT_CONVERGED = 4
+EXIT_NOT_CONVERGED = 4  # the default; --misfit-exit chooses another (0: an honest misfit is done)
 EXIT_INTERRUPTED = 130  # SIGINT (143: SIGTERM): partial report, nothing saved after the signal
 
 FLOAT32_MAX = 3.4028234663852886e38  # the largest number a Blender setting holds
@@ -123,6 +123,34 @@ def positive_number(unit: str, scale: float = 1.0) -> Callable[[str], float]:
     return parse
 
 
+def whole_number(what: str, least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of ``what`` from ``least`` to ``most``."""
+
+    def parse(text: str) -> int:
+        shown = abridged(text, 40)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{shown}' is not a whole number of {what}") from None
+        if value < least or (most is not None and value > most):
+            within = f"from {least} to {most}" if most is not None else f"at least {least}"
+            raise argparse.ArgumentTypeError(f"'{shown}' is not {within}")
+        return value
+
+    return parse
+
+
+def exit_status(text: str) -> int:
+    """``--misfit-exit N``: an exit status (0 to 255) that no other end of a run has."""
+    value = whole_number("exit status", 0, 255)(text)
+    if value in (EXIT_USAGE, EXIT_FIT_FAILED, EXIT_INTERRUPTED, 128 + 15):
+        raise argparse.ArgumentTypeError(
+            f"{value} already means something else (2 bad input, 3 failed, 130/143 interrupted); "
+            "choose 0, 4 or another free status"
+        )
+    return value
+
+
 positive_seconds = positive_number("seconds")  # --time-budget
 tolerance_mm = positive_number("millimetres", scale=1e-3)  # --tolerance, in metres
 
@@ -131,10 +159,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
         description="Fit cloth material settings to target shapes, headless.",
-        epilog="Exit codes: 0 every fit converged (targets matched), 2 bad arguments or input (nothing "
-        "written), 3 a fit, bake or output failed (report still written), 4 a fit ran but does not "
-        "match its targets (outcome misfit or stalled; values written, see the report), 130/143 "
-        "interrupted by SIGINT/SIGTERM (partial report, nothing saved after the signal).",
+        epilog="Exit codes: 0 every fit converged (targets matched), 2 bad arguments or input (only the "
+        "report is written, naming the input), 3 a fit, bake or output failed (report still written), 4 a "
+        "fit ran but does not match its targets (outcome misfit or stalled; --misfit-exit chooses this "
+        "code), 130/143 interrupted by SIGINT/SIGTERM (partial report, nothing saved after the signal).",
         allow_abbrev=False,  # an abbreviation would change meaning when an option is added
     )
     p.add_argument("scene", nargs="?", help="the .blend file (optional when Blender has opened one)")
@@ -212,7 +240,26 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="fit one set of values for all the objects together (pieces of one fabric under different "
         "conditions) instead of one set each; the first object's parameters, ties and start values lead",
     )
-    p.add_argument("--preset", metavar="NAME", help="start values from a material preset")
+    p.add_argument(
+        "--preset",
+        metavar="NAME|FILE",
+        help="start values from a material preset: a preset's name, or a preset file (a path with a "
+        "folder or ending in .json, such as one --save-preset wrote)",
+    )
+    p.add_argument(
+        "--save-preset",
+        metavar="OUT.json",
+        help="write the fitted values as a preset file (one object, or one --shared material; only when "
+        "the fit converged); --preset FILE starts another fit from it",
+    )
+    p.add_argument(
+        "--apply",
+        action="append",
+        default=[],
+        metavar="REPORT",
+        help="write the fitted values of earlier runs' reports (--report) into the scene instead of "
+        "fitting (repeatable; a folder: every .json in it); with --bake and --save, a farm's last task",
+    )
     p.add_argument("--save", metavar="OUT.blend", help="save the fitted scene here")
     p.add_argument(
         "--in-place",
@@ -227,6 +274,32 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="DIR",
         help="bake each fitted object to DIR/<object>-<hash>.pc2; with --save, the caches are renamed "
         "into place only with the saved .blend",
+    )
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="an object whose input, fit or bake fails is reported as failed and the others are still "
+        "baked and saved (exit 3); without it, one failure leaves every output but the report unwritten",
+    )
+    p.add_argument(
+        "--misfit-exit",
+        type=exit_status,
+        default=EXIT_NOT_CONVERGED,
+        metavar="N",
+        help="the exit status when every fit ran but one does not match its targets (default 4; 0 lets a "
+        "farm count an honest misfit as done)",
+    )
+    p.add_argument(
+        "--log",
+        metavar="OUT.jsonl",
+        help="write progress as JSON lines (one event per line, each with its UTC time): the run, "
+        "each object's start (k of N) and end, iterations, bake, save",
+    )
+    p.add_argument(
+        "--threads",
+        type=whole_number("threads", 1),
+        metavar="N",
+        help="use at most N CPU threads for the fit's simulations (default: every core this process may use)",
     )
     p.add_argument("--quiet", action="store_true", help="no per-iteration lines")
     return p

@@ -22,9 +22,13 @@ import bpy
 
 from ...warp_core.errors import abridged, one_line
 from .args import COMMAND_ID, EXIT_USAGE, PROG, UsageError, build_parser
+from .outputs import write_json_atomically
+from .paths import take_lock, usage_report_path
 from .run import BatchRun
+from .run_info import RunClock
 from .signals import Interrupted, SignalGuard, signal_name
 from .streams import OutputStream, ignore_broken_pipes, open_standard_streams
+from .writes import usage_report
 
 
 def main(
@@ -44,11 +48,12 @@ def main(
     guard.install()  # first, so that no signal between here and the run is lost
     broken_pipe = ignore_broken_pipes()
     run: BatchRun | None = None
+    clock = RunClock()
     try:
         guard.adopt(pending_signals if pending_signals is not None else [])
         with contextlib.redirect_stdout(stdout):  # --help
             args = build_parser().parse_args(argv)
-        run = BatchRun(args, stdout, stderr, guard)
+        run = BatchRun(args, stdout, stderr, guard, list(argv))
         code = run.run()
         if guard.signum is not None:  # after the last checkpoint: every output was written
             name = signal_name(guard.signum)
@@ -67,7 +72,9 @@ def main(
         except Interrupted:  # yet another signal while the partial report was written
             return stop.exit_code
     except UsageError as e:
-        print(f"{PROG}: error: {abridged(one_line(e))}", file=stderr, flush=True)
+        message = abridged(one_line(e))
+        print(f"{PROG}: error: {message}", file=stderr, flush=True)
+        _report_refusal(argv, run, clock, message, stderr)
         return EXIT_USAGE
     except SystemExit as e:  # --help
         return 128 + guard.signum if guard.signum is not None else int(e.code or 0)
@@ -77,6 +84,29 @@ def main(
         guard.restore()
         if broken_pipe is not None:
             signal.signal(signal.SIGPIPE, broken_pipe)
+
+
+def _report_refusal(
+    argv: list[str], run: BatchRun | None, clock: RunClock, message: str, stderr: TextIO
+) -> None:
+    """Exit 2 writes the report, naming the bad input: where the run's checks allowed it, else
+    where ``--report`` names a file that may be written (:func:`.paths.usage_report_path`)."""
+    if run is not None and run.plan is not None:
+        run.refused(message)
+        return
+    path = usage_report_path(list(argv))
+    if path is None:
+        return
+    try:
+        lock = take_lock(path, "--report")
+    except UsageError:
+        return  # another run is writing it
+    try:
+        write_json_atomically(path, usage_report(list(argv), clock, message))
+    except OSError as e:
+        print(f"{PROG}: the report was not written: {e.strerror or e}", file=stderr, flush=True)
+    finally:
+        lock.release()
 
 
 def _fileno(stream: TextIO | OutputStream) -> int | None:

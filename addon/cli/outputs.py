@@ -26,6 +26,7 @@ from ...warp_core.io import (
 from ...warp_core.pc2 import encode_pc2
 from ..extension import addon_version
 from ..scene.records import REPORT_VERSION
+from .streams import native_stdout_silenced
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_SEEKABLE_FOOTER = b"\xb1\xea\x92\x8f"  # Blender's compressed files end with a seek table
@@ -34,27 +35,30 @@ END_BLOCK = b"ENDB"  # an uncompressed .blend ends with this block
 
 def report_document(
     records: list[dict[str, Any]],
-    input_path: Path,
+    input_path: Path | None,
     saved_to: str | None,
     status: str,
     code: int,
     shared: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of one run: its outcome, one record per object, and with ``--shared`` the
-    shared fit's own entry (its joint outcome and what the objects determine together)."""
+    """The report of one run: its outcome, one record per object, with ``--shared`` the
+    shared fit's own entry (its joint outcome and what the objects determine together), and
+    ``extra`` fields (where it ran, the files it wrote and read, the error of bad input)."""
     devices = sorted({r.get("device") for r in records if r.get("device")})
     return json_safe(
         {
             "version": REPORT_VERSION,
             "addon_version": addon_version(),
             "device": devices[0] if len(devices) == 1 else ",".join(devices) or None,
-            "blend_file": str(input_path),
+            "blend_file": str(input_path) if input_path is not None else None,
             "saved_to": saved_to,
             "status": status,
             "exit_code": code,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "objects": records,
             **({"shared": shared} if shared is not None else {}),
+            **(extra or {}),
         }
     )
 
@@ -68,7 +72,8 @@ def write_json_atomically(
 
 def blender_save(path: Path) -> None:
     """Blender's own save of a copy of the open file (one place, so tests can fail it)."""
-    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    with native_stdout_silenced():
+        bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
 
 
 def check_blend(path: Path, object_names: Sequence[str]) -> None:

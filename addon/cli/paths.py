@@ -11,6 +11,7 @@ and taken over."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ except ImportError:  # Windows
     import msvcrt
 
 LOCK_MARK = ".fit-lock"
+REPORT_BYTES_MAX = 64 << 20  # a larger file is no report of ours
 
 
 @dataclass
@@ -45,6 +47,8 @@ class OutputPlan:
     input: Path
     save: Path | None = None
     report: Path | None = None
+    save_preset: Path | None = None
+    log: Path | None = None
     bake_dir: Path | None = None
     bake_files: dict[str, Path] = field(default_factory=dict)  # object name -> .pc2
     in_place: bool = False  # outputs may replace the input and the files it uses
@@ -54,6 +58,7 @@ class OutputPlan:
     def outputs(self) -> list[tuple[Path, str]]:
         """(path, the option that asked for it) of every file this run may write."""
         found = [(self.save, "--save"), (self.report, "--report")]
+        found += [(self.save_preset, "--save-preset"), (self.log, "--log")]
         found += [(path, f"--bake: the cache of '{name}'") for name, path in self.bake_files.items()]
         return [(path, what) for path, what in found if path is not None]
 
@@ -87,7 +92,7 @@ class OutputPlan:
                 self.made.clear()  # not empty: the bake wrote there
 
     def folders(self) -> list[Path]:
-        found = [p.parent for p in (self.save, self.report) if p is not None]
+        found = [p.parent for p in (self.save, self.report, self.save_preset, self.log) if p is not None]
         if self.bake_dir is not None:
             found.append(self.bake_dir)
         return list(dict.fromkeys(found))
@@ -116,11 +121,63 @@ def plan_outputs(args: argparse.Namespace, input_path: Path) -> OutputPlan:
                 raise UsageError(f"--report {args.report} is the input file: choose another file")
             if same_file(plan.report, plan.save):
                 raise UsageError(f"--report and --save name the same file {plan.report}: choose two files")
+        if args.save_preset and not args.save_preset.lower().endswith(".json"):
+            raise UsageError(f"--save-preset {args.save_preset}: preset files end in .json")
+        for option in ("--save-preset", "--log"):
+            given = getattr(args, option[2:].replace("-", "_"))
+            if given:
+                path = check_output_file(given, option)
+                _distinct(path, option, plan)
+                setattr(plan, option[2:].replace("-", "_"), path)
         if args.bake:
             plan.bake_dir = check_output_folder(args.bake, "--bake")
     except OutputPathError as e:
         raise UsageError(str(e)) from e
     return plan
+
+
+def _distinct(path: Path, option: str, plan: OutputPlan) -> None:
+    if same_file(path, plan.input):
+        raise UsageError(f"{option} {path} is the input file: choose another file")
+    for other, what in plan.outputs():
+        if same_file(path, other):
+            raise UsageError(f"{option} and {what} name the same file {path}: choose two files")
+
+
+def usage_report_path(argv: list[str]) -> Path | None:
+    """Where the report of a run refused for bad input goes: ``--report`` when the command
+    line names a file this run may write that is no other path of the command line (the bad
+    input may be that it names another output) and is absent or an earlier report; else None."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("scene", nargs="?")
+    others = ("--save", "--save-preset", "--log", "--bake")
+    for option in ("--report", *others):
+        parser.add_argument(option)
+    try:
+        known, _ = parser.parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    except (SystemExit, argparse.ArgumentError):
+        return None
+    if not known.report:
+        return None
+    try:
+        path = check_output_file(known.report, "--report")
+    except (OutputPathError, OSError, ValueError):
+        return None
+    named = [known.scene, *(getattr(known, o[2:].replace("-", "_")) for o in others)]
+    if any(same_file(path, Path(p).expanduser().resolve()) for p in named if p):
+        return None
+    if path.exists() and not _is_report(path):
+        return None
+    return path
+
+
+def _is_report(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            document = json.loads(f.read(REPORT_BYTES_MAX))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and {"version", "objects", "exit_code"} <= document.keys()
 
 
 def plan_bake_files(plan: OutputPlan, names: Iterable[str]) -> None:

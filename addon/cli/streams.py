@@ -8,12 +8,14 @@ code stay what they would have been.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
 import sys
 import threading
 import unicodedata
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 
@@ -116,3 +118,27 @@ def shell_word(text: str) -> str:
 
 def _breaks_line(c: str) -> bool:
     return unicodedata.category(c) in ("Cc", "Zl", "Zp")
+
+
+@contextlib.contextmanager
+def native_stdout_silenced() -> Iterator[None]:
+    """Blender's own lines on standard output (a save prints "Saved copy as" with the name
+    of our temporary) go to the null device while this lasts: a farm's log shows the run's
+    lines, not the temporaries it renamed away."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        kept = os.dup(1)
+    except OSError:  # no standard output at all
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        os.dup2(kept, 1)
+        os.close(kept)
+        os.close(null)

@@ -60,10 +60,20 @@ def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
 
 
 def failure_record(request: FitRequest, error: str, seconds: float = 0.0) -> dict[str, Any]:
+    """The record of a fit that failed (no values written)."""
     return {
-        "name": request.object_name,
-        "object": request.object_name,
-        "model": request.model,
+        **input_failure_record(request.object_name, request.model, error, seconds),
+        "fit": list(request.fit),
+        "target_frames": sorted(t.frame for t in request.targets),
+    }
+
+
+def input_failure_record(name: str, model: str, error: str, seconds: float = 0.0) -> dict[str, Any]:
+    """The record of an object whose fit never started (its input refused)."""
+    return {
+        "name": name,
+        "object": name,
+        "model": model,
         "status": "failed",
         "error": error,
         "params": {},
@@ -75,8 +85,8 @@ def failure_record(request: FitRequest, error: str, seconds: float = 0.0) -> dic
         "iterations": 0,
         "seconds": seconds,
         "warnings": [],
-        "fit": list(request.fit),
-        "target_frames": sorted(t.frame for t in request.targets),
+        "fit": [],
+        "target_frames": [],
     }
 
 

@@ -32,11 +32,18 @@ def write_back(
     """
     record = result_record(prepared, result)
     record.update(json_safe(extra or {}))
+    if prepared.request.footage is not None:
+        store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors, result.track_bindings)
+    return store_record(ob, record)
+
+
+def store_record(ob: bpy.types.Object, record: dict[str, Any]) -> dict[str, Any]:
+    """A fit's record onto its object (the panel shows it, Revert undoes it) and its values into
+    the modifier: after a fit, or from another run's report (the batch command's ``--apply``).
+    A bake of the previous values is removed first: it would no longer show what the modifier does."""
     if is_baked(ob):
         unbake_object(ob)
     ob.fit_to_target.result_json = json.dumps(record)
-    if prepared.request.footage is not None:
-        store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors, result.track_bindings)
     # Revert goes back to what the modifier holds now, even if an earlier fit was applied
     ob.fit_to_target.applied = False
     apply_result(ob)

@@ -23,7 +23,6 @@ from ...warp_core.presets.files import (
 )
 from ...warp_core.presets.schema import (
     MAX_NOTES_LENGTH,
-    MODEL_KEYS,
     Preset,
     PresetError,
     check_name,
@@ -31,20 +30,19 @@ from ...warp_core.presets.schema import (
     validate_preset,
 )
 from ..models.registry import object_model, scene_model
-from ..presets import all_presets, builtin_preset_names, find_preset, preset_from_fit_result, user_presets_dir
+from ..presets import (
+    all_presets,
+    builtin_preset_names,
+    find_preset,
+    preset_from_fit_result,
+    preset_values_of,
+    user_presets_dir,
+)
 
 
 def fit_settings(ob: bpy.types.Object | None) -> bpy.types.PropertyGroup | None:
     """The object's Fit to Target settings (``Object.fit_to_target``), if registered."""
     return getattr(ob, "fit_to_target", None) if ob is not None else None
-
-
-def preset_values_of(ob: bpy.types.Object) -> dict[str, float]:
-    """The fields presets of the object's model know, read from the object ({} without its
-    modifier)."""
-    model = object_model(ob)
-    mod = model.find_modifier(ob)
-    return {} if mod is None else model.current_values(mod, MODEL_KEYS[model.name])
 
 
 def _lookup(operator: bpy.types.Operator, name: str) -> Preset | None:

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import importlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -94,3 +95,13 @@ def mounted_tmpfs(folder: Path, size: str, read_only: bool = False) -> Iterator[
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def check_refusal_report(path: Path, line: str) -> dict:
+    """The report a run refused for bad input writes: exit 2, status usage_error, no object,
+    and its error the message of the one line printed (``line``)."""
+    report = json.loads(path.read_text(encoding="utf-8"))
+    assert (report["status"], report["exit_code"], report["objects"]) == ("usage_error", 2, []), report
+    assert line == f"fit-to-target: error: {report['error']}", (line, report["error"])
+    assert report["run"]["command_line"] and report["saved_to"] is None
+    return report

@@ -32,6 +32,7 @@ from addon_scenes import (
     open_blend,
     pc2,
 )
+from batch_run import check_refusal_report
 from blender_ref import ClothMesh, grid_mesh, make_cloth_object, pin_row_weights
 
 BATCH = REPO_ROOT / "batch.py"
@@ -313,7 +314,9 @@ def test_usage_errors_exit_2_with_one_line(small_scene: Path, tmp_path: Path, ca
     (line,) = our_errors(proc.stderr)
     assert any(e in line for e in ((expected,) if isinstance(expected, str) else expected)), line
     assert "Traceback" not in proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no partial output of any kind
+    # no partial output of any kind: only the report, naming the bad input
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    check_refusal_report(tmp_path / "r.json", line)
     assert sha256(small_scene) == digest
 
 
@@ -326,7 +329,8 @@ def test_bad_mesh_exits_2_before_the_fit(small_scene: Path, tmp_path: Path) -> N
     (line,) = our_errors(proc.stderr)
     assert line.startswith("fit-to-target: error: 'Cloth': zero-area polygon 9 (vertices 16, 17, 18)"), line
     assert "fit Cloth iter" not in proc.stdout and "Traceback" not in proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output of any kind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no output but the report
+    check_refusal_report(tmp_path / "r.json", line)
     assert sha256(scene) == digest
 
 

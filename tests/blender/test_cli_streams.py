@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 import pytest
 from addon_scenes import addon_module, model_trajectory, modifier_values, open_blend
-from batch_run import BATCH, our_errors, run_batch, sha256, tiny_scene
+from batch_run import BATCH, check_refusal_report, our_errors, run_batch, sha256, tiny_scene
 from soft_body_scenes import add_targets, soft_object
 
 presets = addon_module("presets")
@@ -136,7 +136,8 @@ def test_stdout_closed_outright(scene_file: Path, baseline: dict, tmp_path: Path
 
 def refused(scene: Path, tmp_path: Path, *args: str) -> str:
     """Run batch.py on ``scene`` with ``args`` and every output asked for; it must stop with
-    one line and exit 2 before any work, writing nothing. Returns the line."""
+    one line and exit 2 before any work, writing nothing but the report naming the bad input
+    (where the report's own path is not the problem). Returns the line."""
     digest = sha256(scene) if scene.is_file() else None
     folder = tmp_path / "out"
     done = run_batch(scene, *args, *outputs(folder), timeout=300)
@@ -145,7 +146,10 @@ def refused(scene: Path, tmp_path: Path, *args: str) -> str:
     assert done.stderr.strip() == line, done.stderr  # no warning, no traceback before it
     assert len(line) < 1000, line[:2000]
     assert " iter " not in done.stdout
-    assert sorted(p.name for p in folder.iterdir()) == []
+    report_refused = "--report" in line  # the report's own path is the bad input
+    assert sorted(p.name for p in folder.iterdir()) == ([] if report_refused else ["report.json"])
+    if not report_refused:
+        check_refusal_report(folder / "report.json", line)
     if digest is not None:
         assert sha256(scene) == digest
     return line

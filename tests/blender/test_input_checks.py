@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 import pytest
 from addon_scenes import clamped_cloth, cloth_scene, run_blender_cloth
-from batch_run import TRUTH, our_errors, run_in_process, tiny_scene
+from batch_run import TRUTH, check_refusal_report, our_errors, run_in_process, tiny_scene
 from blender_ref import _PACKAGE
 
 core = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.presets")
@@ -63,7 +63,8 @@ def test_bad_meshes_exit_2_naming_the_problem(tmp_path: Path, case: str) -> None
     assert code == 2, (stdout, stderr)
     (line,) = our_errors(stderr)
     assert line.startswith("fit-to-target: error: 'Cloth': ") and expected in line, line
-    assert "fit Cloth iter" not in stdout and not (tmp_path / "r.json").exists()
+    assert "fit Cloth iter" not in stdout
+    check_refusal_report(tmp_path / "r.json", line)
 
 
 # -- (10) numbers and names on the command line -----------------------------------------------------

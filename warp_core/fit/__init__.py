@@ -7,6 +7,7 @@ the ``Model``/``Simulator`` protocols, so a new model needs no change here.
 
 from .engine import fit
 from .objective.objective import FitObjective
+from .objective.tangents import limit_cpu_threads
 from .problem.files import problem_metadata
 from .problem.problem import FitError, FitProblem, Target
 from .problem.settings import FitSettings
@@ -25,5 +26,6 @@ __all__ = [
     "Target",
     "fit",
     "fit_shared",
+    "limit_cpu_threads",
     "problem_metadata",
 ]

@@ -36,14 +36,28 @@ CHAOS_FRACTION = 0.1
 BATCH_GLOBAL_POINTS = 64
 
 
+# the most CPU threads this process's fits may use (None: every core it may run on)
+_cpu_thread_limit: list[int | None] = [None]
+
+
+def limit_cpu_threads(count: int | None) -> None:
+    """Let the fits of this process run at most ``count`` simulations side by side on the
+    CPU (a farm task's share of a worker's cores); None lifts the limit."""
+    if count is not None and count < 1:
+        raise ValueError(f"a thread limit must be at least 1, not {count}")
+    _cpu_thread_limit[0] = count
+
+
 def cpu_workers(sim: Any, rollouts: int) -> int:
     """How many simulators run the ``rollouts`` of one Jacobian at once: on the CPU, for a
     model whose simulators may run side by side (``Simulator.parallel_rollouts``: each keeps
-    its own state), one per core this process may use, up to ``MAX_WORKERS``."""
+    its own state), one per core this process may use, up to ``MAX_WORKERS`` and the limit
+    of :func:`limit_cpu_threads`."""
     if not str(sim.device).startswith("cpu") or not sim.parallel_rollouts:
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(rollouts, cores, MAX_WORKERS))
+    limit = _cpu_thread_limit[0] or cores
+    return max(1, min(rollouts, cores, limit, MAX_WORKERS))
 
 
 class RolloutPool:
