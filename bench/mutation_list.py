@@ -295,14 +295,14 @@ CLI = [
     _cli_flag(
         "--device",
         CLI_RUN,
-        "request = request_for(ob, args, chosen, targets, device, start_values, tracks)",
-        "request = request_for(ob, args, chosen, targets, None, start_values, tracks)",
+        "scene, objects, (chosen, targets, device, start_values, tracks)",
+        "scene, objects, (chosen, targets, None, start_values, tracks)",
     ),
     _cli_flag(
         "--preset",
         CLI_RUN,
-        "request = request_for(ob, args, chosen, targets, device, start_values, tracks)",
-        "request = request_for(ob, args, chosen, targets, device, None, tracks)",
+        "scene, objects, (chosen, targets, device, start_values, tracks)",
+        "scene, objects, (chosen, targets, device, None, tracks)",
         "the object's start values",
     ),
 ]

@@ -6,7 +6,8 @@ core command's flags, and the report's fields.
 - exit codes: the ``--help`` epilog, the ``EXIT_*`` constants of ``addon/cli/args.py`` and
   the codes the report's schema allows, so a code missing from any of them still shows;
 - report fields: every property of ``assets/report.schema.json``, with its type and its
-  description (``FIELD_NOTES`` for the fields the schema does not describe).
+  description (the schema describes every field; a property that only refers to another
+  definition's property, as the shared entry's fit summary does, is listed there).
 """
 
 from __future__ import annotations
@@ -26,62 +27,6 @@ ARGS = "addon/cli/args.py"
 CORE_MAIN = "warp_core/__main__.py"
 SCHEMA = "assets/report.schema.json"
 WIDE = "100000"  # COLUMNS for --help: one line per option and per help text
-
-# What the report's fields hold, for those the schema gives no description of.
-FIELD_NOTES = {
-    "version": "the report format (1)",
-    "addon_version": "the extension's version",
-    "device": "where the fits ran (several, comma-separated, when the objects differ)",
-    "blend_file": "the input .blend",
-    "saved_to": "the fitted .blend (`--save`), or null",
-    "status": "`ok`: every fit matched; `not_converged`: every fit ran, one or more does not match "
-    "(exit 4); `failed`: a fit, bake or output failed (exit 3); `cancelled`: interrupted by a signal",
-    "exit_code": "the exit code of the run (2 writes no report)",
-    "date": "when the report was written (UTC, ISO 8601)",
-    "objects": "one record per fitted object",
-    "shared": "with `--shared`: the shared fit",
-    "objects[].name": "the object",
-    "objects[].model": "the material model it was fitted with",
-    "objects[].status": "`ok` (the fit ran; see `outcome`), `failed` (see `error`) or `cancelled`",
-    "objects[].error": "why the fit or its bake failed",
-    "objects[].params": "every fitted and tied value after the fit",
-    "objects[].initial_params": "the same values before the fit",
-    "objects[].initial_loss": "the fit's objective at the start values",
-    "objects[].final_loss": "the fit's objective at the fitted values",
-    "objects[].rmse_m": "RMS distance to the targets after the fit, in metres",
-    "objects[].initial_rmse_m": "the same before the fit",
-    "objects[].max_error_m": "the largest distance of a vertex from its target after the fit",
-    "objects[].iterations": "optimizer iterations",
-    "objects[].seconds": "the fit's time",
-    "objects[].warnings": "settings fitted anyway (`--allow-unmodeled`), values at a bound, cautions",
-    "objects[].outcome": "`converged`, `misfit`, `stalled` or `failed`: see How a fit decides",
-    "objects[].outcome_reason": "the outcome in words: by how much, and why",
-    "objects[].tolerance_m": "the RMSE that counts as matching, in metres",
-    "objects[].rmse_px": "a fit to footage: RMS reprojection error after the fit, in pixels",
-    "objects[].initial_rmse_px": "the same before the fit",
-    "objects[].max_error_px": "a fit to footage: the largest reprojection error",
-    "objects[].motion_px": "a fit to footage: how far the markers move, RMS in pixels",
-    "objects[].tolerance_px": "a fit to footage: the RMSE in pixels that counts as matching",
-    "objects[].noise_rmse_px": "a fit to footage: the RMS the markers' own jitter explains",
-    "objects[].device": "where this fit ran",
-    "objects[].fit": "the fitted parameters",
-    "objects[].target_frames": "the frames of the targets",
-    "objects[].bake": "the `.pc2` file it was baked to (`--bake`)",
-    "objects[].run_objects": "with `--shared`: every object of the shared fit",
-    "objects[].contacts.frames": "frames in which the fitted motion touched a collider",
-    "objects[].contacts.vertices": "how many cloth vertices touched one",
-    "shared.objects": "the objects fitted together",
-    "shared.params": "the one set of values fitted for all of them",
-    "shared.initial_params": "the start values",
-    "shared.rmse_m": "RMS distance to every object's targets",
-    "shared.outcome": "the joint outcome: `converged` only when every object matches",
-    "shared.outcome_reason": "the outcome in words",
-    "shared.undetermined": "parameters the objects together do not determine",
-    "shared.undetermined_alone": "object -> the parameters its targets alone would not determine",
-    "shared.determined_jointly": "parameters determined only by the objects together",
-    "shared.member_outcomes": "object -> its own outcome at the shared values",
-    "shared.member_rmse_m": "object -> its own RMSE at the shared values",
-}
 
 
 @dataclass(frozen=True)
@@ -193,30 +138,56 @@ def exit_code_table(
     return "\n".join(lines)
 
 
-def _type(node: dict[str, Any]) -> str:
+def _resolve(schema: dict[str, Any], ref: str) -> dict[str, Any]:
+    """The node a local ``$ref`` ("#/$defs/...") points at."""
+    node: Any = schema
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def _type(node: dict[str, Any], schema: dict[str, Any]) -> str:
     if "$ref" in node:
-        name = node["$ref"].rsplit("/", 1)[-1]
-        return {"length": "number ≥ 0 or null", "values": "object: parameter → number ≥ 0"}.get(
-            name, "object"
-        )
+        ref = node["$ref"]
+        name = ref.rsplit("/", 1)[-1]
+        if ref == f"#/$defs/{name}" and name in ("length", "values"):
+            return {"length": "number ≥ 0 or null", "values": "object: parameter → number ≥ 0"}[name]
+        target = _resolve(schema, ref)
+        return "object" if "properties" in target else _type(target, schema)
     if "const" in node:
         return f"`{json.dumps(node['const'])}`"
     if "enum" in node:
         return "one of " + ", ".join(f"`{json.dumps(v).strip(chr(34))}`" for v in node["enum"])
     kinds = node.get("type", "any")
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    text = " or ".join("array of " + _type(node.get("items", {})) if k == "array" else k for k in kinds)
+    text = " or ".join(
+        "array of " + _type(node.get("items", {}), schema) if k == "array" else k for k in kinds
+    )
     if isinstance(node.get("additionalProperties"), dict):
-        text = "object: name → " + _type(node["additionalProperties"])
+        text = "object: name → " + _type(node["additionalProperties"], schema)
     if "minimum" in node:
         text += f" ≥ {node['minimum']}"
+    if "maximum" in node:
+        text += f", ≤ {node['maximum']}"
     return text
 
 
 def _ref(prop: dict[str, Any]) -> str:
-    """The definition a property (or its array's items) refers to, or ""."""
-    ref = prop.get("$ref") or prop.get("items", {}).get("$ref", "")
-    return ref.rsplit("/", 1)[-1]
+    """The definition a property (its array's items, or its map's values) refers to, or ""."""
+    for node in (prop, prop.get("items", {}), prop.get("additionalProperties")):
+        name = node.get("$ref", "").removeprefix("#/$defs/") if isinstance(node, dict) else ""
+        if name and "/" not in name:  # a definition, not a property inside one
+            return name
+    return ""
+
+
+def _child(prefix: str, prop: dict[str, Any]) -> str:
+    """The path prefix of a property's own fields: ``a[].`` (array), ``a.*.`` (map), ``a.``."""
+    if prop.get("type") == "array":
+        return prefix + "[]."
+    if isinstance(prop.get("additionalProperties"), dict):
+        return prefix + ".*."
+    return prefix + "."
 
 
 def _owners(schema: dict[str, Any]) -> dict[str, str]:
@@ -234,13 +205,15 @@ def _owners(schema: dict[str, Any]) -> dict[str, str]:
             path = prefix + name
             if ref:
                 owners[ref] = path
-            queue.append((target, path + ("[]." if prop.get("type") == "array" else ".")))
+            queue.append((target, _child(path, prop)))
     return owners
 
 
 def report_fields(schema: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
     """(path, type, required, description) of every property, depth first; an object
-    definition used in several places is listed where it is nearest the top."""
+    definition used in several places is listed where it is nearest the top, and a property
+    that is only a reference to another definition's property (no description of its own)
+    is left to that one's row."""
     defs = schema.get("$defs", {})
     owners = _owners(schema)
     rows: list[tuple[str, str, bool, str]] = []
@@ -248,16 +221,18 @@ def report_fields(schema: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
     def walk(node: dict[str, Any], prefix: str) -> None:
         required = set(node.get("required", ()))
         for name, prop in node.get("properties", {}).items():
+            if "/properties/" in prop.get("$ref", "") and "description" not in prop:
+                continue
             path, ref = prefix + name, _ref(prop)
             target = defs.get(ref, {}) if ref else prop
-            text = prop.get("description") or target.get("description") or FIELD_NOTES.get(path, "")
-            kind = _type(prop)
+            text = prop.get("description") or target.get("description") or ""
+            kind = _type(prop, schema)
             expand = "properties" in target and (not ref or owners.get(ref) == path)
             if "properties" in target and not expand:
                 kind = f"{kind}, as `{owners[ref]}`"
             rows.append((path, kind, name in required, text))
             if expand:
-                walk(target, path + ("[]." if prop.get("type") == "array" else "."))
+                walk(target, _child(path, prop))
 
     walk(schema, "")
     return rows
@@ -275,7 +250,8 @@ def blocks(root: Path = REPO_ROOT) -> dict[str, str]:
     batch_help = help_text(["batch.py", "--help"], root)
     core_help = help_text(["-m", "warp_core", "fit", "--help"], root)
     schema = json.loads((root / SCHEMA).read_text(encoding="utf-8"))
-    allowed = schema["properties"]["exit_code"].get("enum", [])
+    exit_code = schema["properties"]["exit_code"]
+    allowed = exit_code.get("enum") or exit_code.get("examples", [])
     core_doc = ast.get_docstring(ast.parse((root / CORE_MAIN).read_text(encoding="utf-8"))) or ""
     source = "*Generated by `./dev docs` from {}; do not edit.*\n\n"
     return {

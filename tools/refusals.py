@@ -11,7 +11,8 @@ says what to change. They are found by reading the source (``ast``, nothing is i
 - every ``raise ValueError(...)`` under ``addon/`` and in the core modules whose checks the
   add-on passes on as refusals (``CHECKED_CORE``);
 - every ``operator.report({"ERROR"}, ...)`` and ``poll_message_set(...)`` with a message
-  written in place, and the batch command's ``self.error(...)`` lines (a step that failed).
+  written in place, and the batch command's ``self.error(...)``/``run.error(...)`` lines (a
+  step that failed).
 
 A message is kept as a template: the text as written, each ``{...}`` of an f-string shown
 as ``…``. Messages that only pass another error on (``str(e)``) are the other error's.
@@ -190,9 +191,10 @@ def value_errors_checked(rel: str, function: str) -> bool:
 
 
 def _is_self_error(call: ast.Call) -> bool:
-    """``self.error(...)``: the batch command's one-line error of a failed step (exit 3)."""
+    """``self.error(...)`` or ``run.error(...)``: the batch command's one-line error of a failed
+    step (exit 3)."""
     func = call.func
-    return isinstance(func, ast.Attribute) and func.attr == "error" and _name(func.value) == "self"
+    return isinstance(func, ast.Attribute) and func.attr == "error" and _name(func.value) in ("self", "run")
 
 
 def _calls(tree: ast.Module, rel: str) -> list[tuple[ast.Call, str, ast.AST]]:
@@ -250,7 +252,17 @@ def refusals(root: Path = REPO_ROOT) -> list[Refusal]:
 # The sections of docs/troubleshooting.md, each with the modules whose messages it explains
 # (the longest matching path wins; a module in none of them goes to OTHER).
 TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("batch-command", ("addon/cli/args.py", "addon/cli/objects.py", "addon/cli/run.py")),
+    (
+        "batch-command",
+        (
+            "addon/cli/args.py",
+            "addon/cli/objects.py",
+            "addon/cli/run.py",
+            "addon/cli/inputs.py",
+            "addon/cli/writes.py",
+        ),
+    ),
+    ("farm", ("addon/cli/apply.py",)),
     ("output-files", ("addon/cli/paths.py", "warp_core/io.py")),
     (
         "before-a-fit",

@@ -98,7 +98,11 @@ def _report_refusal(
     if path is None:
         return
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a farm's results folder
         lock = take_lock(path, "--report")
+    except OSError as e:
+        print(f"{PROG}: the report was not written: {e.strerror or e}", file=stderr, flush=True)
+        return
     except UsageError:
         return  # another run is writing it
     try:

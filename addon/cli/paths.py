@@ -64,15 +64,18 @@ class OutputPlan:
 
     def lock(self) -> None:
         """Take the lock of every output; UsageError (and none held) when another run holds one."""
+        wanted = [(path.parent, what.partition(":")[0]) for path, what in self.outputs()]
         if self.bake_dir is not None and self.bake_files:
-            missing = [self.bake_dir, *self.bake_dir.parents]
+            wanted.append((self.bake_dir, "--bake"))
+        for wanted_folder, what in wanted:
+            missing = [wanted_folder, *wanted_folder.parents]
             missing = [folder for folder in missing if not folder.exists()]
             for folder in reversed(missing):
                 try:
                     folder.mkdir()
                 except OSError as e:
                     self.unlock()
-                    raise UsageError(f"--bake: cannot create {folder}: {e.strerror or e}") from None
+                    raise UsageError(f"{what}: cannot create {folder}: {e.strerror or e}") from None
                 self.made.append(folder)
         try:
             for path, what in self.outputs():
@@ -89,7 +92,7 @@ class OutputPlan:
             try:
                 self.made.pop().rmdir()
             except OSError:
-                self.made.clear()  # not empty: the bake wrote there
+                pass  # not empty: an output was written there
 
     def folders(self) -> list[Path]:
         found = [p.parent for p in (self.save, self.report, self.save_preset, self.log) if p is not None]
@@ -110,13 +113,13 @@ def plan_outputs(args: argparse.Namespace, input_path: Path) -> OutputPlan:
     try:
         plan = OutputPlan(input=input_path, in_place=bool(args.in_place))
         if args.save:
-            plan.save = check_output_file(args.save, "--save")
+            plan.save = output_file(args.save, "--save")
         elif args.in_place:
             plan.save = check_output_file(input_path, "--in-place")
         if plan.save is not None and same_file(plan.save, input_path) and not args.in_place:
             raise UsageError("--save would overwrite the input file: add --in-place to allow that")
         if args.report:
-            plan.report = check_output_file(args.report, "--report")
+            plan.report = output_file(args.report, "--report")
             if same_file(plan.report, input_path):
                 raise UsageError(f"--report {args.report} is the input file: choose another file")
             if same_file(plan.report, plan.save):
@@ -126,7 +129,7 @@ def plan_outputs(args: argparse.Namespace, input_path: Path) -> OutputPlan:
         for option in ("--save-preset", "--log"):
             given = getattr(args, option[2:].replace("-", "_"))
             if given:
-                path = check_output_file(given, option)
+                path = output_file(given, option)
                 _distinct(path, option, plan)
                 setattr(plan, option[2:].replace("-", "_"), path)
         if args.bake:
@@ -134,6 +137,16 @@ def plan_outputs(args: argparse.Namespace, input_path: Path) -> OutputPlan:
     except OutputPathError as e:
         raise UsageError(str(e)) from e
     return plan
+
+
+def output_file(value: str, what: str) -> Path:
+    """An output file's absolute path, checked (:func:`check_output_file`); a missing folder
+    for it is allowed where it can be made (a farm's results folder), and made with the locks."""
+    path = Path(value).expanduser().resolve()
+    if not path.parent.exists():
+        check_output_folder(path.parent, what)
+        return path
+    return check_output_file(path, what)
 
 
 def _distinct(path: Path, option: str, plan: OutputPlan) -> None:
@@ -160,7 +173,7 @@ def usage_report_path(argv: list[str]) -> Path | None:
     if not known.report:
         return None
     try:
-        path = check_output_file(known.report, "--report")
+        path = output_file(known.report, "--report")
     except (OutputPathError, OSError, ValueError):
         return None
     named = [known.scene, *(getattr(known, o[2:].replace("-", "_")) for o in others)]

@@ -361,6 +361,7 @@ class BatchRun:
             lock = None
             try:
                 if not self.plan.locks:  # refused before the locks were taken: take the report's
+                    report.parent.mkdir(parents=True, exist_ok=True)
                     lock = take_lock(report, "--report")
                 document = writes.report(self, "usage_error", EXIT_USAGE, error=message)
                 write_json_atomically(report, {**document, "objects": []})

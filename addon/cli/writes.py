@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import bpy
 
@@ -22,7 +22,34 @@ from .outputs import report_document, save_blend_atomically, write_json_atomical
 from .run_info import RunClock, run_info
 
 if TYPE_CHECKING:
-    from .run import BatchRun
+    import argparse
+
+    from .outputs import StagedCaches
+    from .paths import OutputPlan
+    from .progress_log import ProgressLog
+    from .signals import SignalGuard
+
+
+class BatchRun(Protocol):
+    """What the writing steps read and update of a batch run (``run.BatchRun`` is one)."""
+
+    args: argparse.Namespace
+    argv: list[str]
+    clock: RunClock
+    plan: OutputPlan | None
+    guard: SignalGuard
+    caches: StagedCaches
+    log: ProgressLog
+    records: list[dict[str, Any]]
+    shared: dict[str, Any] | None
+    saved_to: str | None
+    saved_preset: str | None
+    applied: list[str]
+    baked: list[str]
+
+    def error(self, text: str) -> None: ...
+
+    def step(self, phase: str) -> None: ...
 
 
 def reason(error: BaseException) -> str:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import bpy
 import pytest
 from addon_scenes import addon_module, clamped_cloth, prepare
-from batch_run import our_errors, run_batch, tiny_scene
+from batch_run import check_refusal_report, our_errors, run_batch, tiny_scene
 
 checks = addon_module("scene.checks")
 errors = addon_module("errors")
@@ -267,7 +267,7 @@ def test_batch_refuses_then_fits_with_allow_unmodeled(tmp_path: Path) -> None:
     assert len(lines) == 1 and "Force Field 'Noise'" in lines[0] and "--allow-unmodeled" in lines[0], (
         proc.stderr
     )
-    assert not (tmp_path / "refused.json").exists()
+    check_refusal_report(tmp_path / "refused.json", lines[0])  # the report names the refusal
 
     proc = run_batch(scene, "--report", tmp_path / "report.json", "--quiet", "--allow-unmodeled", timeout=300)
     assert proc.returncode in (0, 4), proc.stderr
