@@ -4,8 +4,9 @@ With ``--keep-going`` the objects that failed are left out and the others still 
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,31 +80,56 @@ def bake_all(run: BatchRun, scene: bpy.types.Scene, device: str | None) -> str:
         run.error(f"--bake: cannot create {directory}: {reason(e)}")
         return "failed"
     status = "ok"
-    for record in run.records:
-        if record.get("status") != "ok":
-            continue
-        run.step("bake")
-        ob = bpy.data.objects[record["name"]]
-        try:
-            info = bake_object(
-                scene, ob, directory=str(directory), device=device, write_cache=run.caches.stage
-            )
-        except FitInputError as e:
-            run.error(f"bake of {ob.name} failed: {e}")
-            record["status"] = "failed"
-            record["error"] = f"bake: {e}"
-            status = "failed"
-            if not run.args.keep_going:
-                drop_staged(run)
-                return status
-            continue
-        record["bake"] = info.filepath
-        record["warnings"] = [*record.get("warnings", []), *info.warnings]
-        ob.fit_to_target.result_json = json.dumps(record)
-        run.log.event("bake", object=ob.name, cache=info.filepath)
+    with caches_unplayed_while_staged() as staged:
+        for record in run.records:
+            if record.get("status") != "ok":
+                continue
+            run.step("bake")
+            ob = bpy.data.objects[record["name"]]
+            try:
+                info = bake_object(
+                    scene, ob, directory=str(directory), device=device, write_cache=run.caches.stage
+                )
+            except FitInputError as e:
+                run.error(f"bake of {ob.name} failed: {e}")
+                record["status"] = "failed"
+                record["error"] = f"bake: {e}"
+                status = "failed"
+                if not run.args.keep_going:
+                    drop_staged(run)
+                    return status
+                continue
+            staged.append(ob)
+            record["bake"] = info.filepath
+            record["warnings"] = [*record.get("warnings", []), *info.warnings]
+            ob.fit_to_target.result_json = json.dumps(record)
+            run.log.event("bake", object=ob.name, cache=info.filepath)
     if run.plan.save is not None:
         return status
     return "failed" if "failed" in (status, commit_caches(run)) else "ok"
+
+
+@contextlib.contextmanager
+def caches_unplayed_while_staged() -> Iterator[list[bpy.types.Object]]:
+    """The objects baked so far (the list yielded) do not play their Mesh Cache in the
+    viewport while the others bake: its file is renamed into place only with the save, and
+    each later bake's frame changes would have Blender warn, once per frame, that it is missing."""
+    staged = _Unplayed()
+    try:
+        yield staged
+    finally:
+        for ob in staged:
+            _cache_modifier(ob).show_viewport = True
+
+
+class _Unplayed(list):
+    def append(self, ob: bpy.types.Object) -> None:
+        _cache_modifier(ob).show_viewport = False
+        super().append(ob)
+
+
+def _cache_modifier(ob: bpy.types.Object) -> bpy.types.Modifier:
+    return ob.modifiers[json.loads(ob.fit_to_target.bake_json)["modifier"]]
 
 
 def commit_caches(run: BatchRun) -> str:
