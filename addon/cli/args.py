@@ -210,7 +210,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     names = "; ".join(f"{m}: {', '.join(parameter_names(m))}" for m in models)
     p.add_argument("--fit", metavar="P1,P2,...", help="parameters to fit (" + names + ")")
     p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
-    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the object's setting)")
+    p.add_argument(
+        "--device",
+        help="cpu, cuda, cuda:N or AUTO (the first CUDA device, else the CPU); CUDA devices are counted "
+        "among those CUDA_VISIBLE_DEVICES leaves visible, so a farm gives a task its GPU either way "
+        "(default: the object's setting)",
+    )
     p.add_argument("--max-iters", type=int, metavar="N", help="maximum optimizer iterations")
     p.add_argument(
         "--time-budget", type=positive_seconds, metavar="SECONDS", help="stop each fit after this long"
