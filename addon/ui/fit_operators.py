@@ -220,7 +220,9 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
         session = active_session()
         if session is None:  # ended elsewhere (file load)
             return {"CANCELLED"}
-        if event.type in {"ESC", "RIGHTMOUSE"} and event.value == "PRESS":
+        # only Esc (and the panel's Cancel button) stops a fit: a right-click selects or opens a
+        # menu while the artist keeps working, and must never throw the fit away
+        if event.type == "ESC" and event.value == "PRESS":
             session.job.cancel()
             _status(context, session.status_text())
             _redraw_panels(context)

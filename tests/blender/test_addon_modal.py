@@ -235,8 +235,24 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
     assert again["params"] == record["params"] and again["iterations"] == record["iterations"]
 
 
-@pytest.mark.parametrize("key", ["ESC", "RIGHTMOUSE"])
-def test_modal_cancel_mid_fit_changes_nothing(saved_scene, key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+# what an artist does while a fit runs: select (either mouse button), open menus, move, type
+OTHER_EVENTS = [
+    ("RIGHTMOUSE", "PRESS"),
+    ("RIGHTMOUSE", "RELEASE"),
+    ("LEFTMOUSE", "PRESS"),
+    ("LEFTMOUSE", "CLICK"),
+    ("MOUSEMOVE", "NOTHING"),
+    ("WHEELUPMOUSE", "PRESS"),
+    ("A", "PRESS"),
+    ("X", "PRESS"),
+    ("RET", "PRESS"),
+    ("ESC", "RELEASE"),
+]
+
+
+def test_modal_cancel_mid_fit_changes_nothing(saved_scene, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "ESC"
+
     def held_fit(problem, settings, progress, cancel):
         def progress_then_wait(iteration, loss, values):
             progress(iteration, loss, values)
@@ -252,6 +268,9 @@ def test_modal_cancel_mid_fit_changes_nothing(saved_scene, key: str, monkeypatch
     session = fit_session.active_session()
     # wait until the optimizer is under way (start point evaluated), then cancel
     assert run_timers(op, ctx, until=lambda: session.progress_messages >= 1) == {"PASS_THROUGH"}
+    for kind, value in OTHER_EVENTS:  # only Esc cancels: everything else goes on to Blender
+        assert FIT_OP.modal(op, ctx, event(kind, value)) == {"PASS_THROUGH"}, kind
+        assert not session.job.cancel_requested, (kind, value)
     assert FIT_OP.modal(op, ctx, event(key, "PRESS")) == {"RUNNING_MODAL"}
     assert session.job.cancel_requested and "cancelling" in ctx.status[-1]
     assert run_timers(op, ctx) == {"CANCELLED"}
