@@ -16,7 +16,7 @@ from ..warp_core.fit import FitProblem, FitSettings
 from ..warp_core.presets.schema import FLOAT32_SMALLEST_NORMAL
 from .errors import FitInputError
 from .models.base import SceneModel, resolve_ties
-from .models.registry import MODEL_NAMES, object_model, parameter_names
+from .models.registry import object_model, parameter_names
 
 
 @dataclass
@@ -132,7 +132,7 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
     footage = footage_from_settings(s)
     request = FitRequest(
         object_name=ob.name,
-        model=MODEL_NAMES[s.model],
+        model=model.name,
         fit=fit,
         ties=ties,
         targets=[] if footage is not None else targets,

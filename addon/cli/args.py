@@ -204,8 +204,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         choices=models,
-        help="the material model to fit with (default: each object's choice in its Fit settings); "
-        "saved with the scene by --save",
+        help="the material model to fit with (default: each object's choice in its Fit settings, which "
+        "unless picked is the model of its physics modifier); saved with the scene by --save",
     )
     names = "; ".join(f"{m}: {', '.join(parameter_names(m))}" for m in models)
     p.add_argument("--fit", metavar="P1,P2,...", help="parameters to fit (" + names + ")")

@@ -31,7 +31,17 @@ MODEL_CHOICES = (
         "needs a Soft Body modifier; Blender cannot replay this model: bake it)",
     ),
 )
-MODEL_ITEMS = [(identifier, label, text) for identifier, _, label, text in MODEL_CHOICES]
+# the default: the model follows the object's physics modifier, until the artist picks one
+MODEL_FROM_MODIFIER = "AUTO"
+MODEL_ITEMS = [
+    (
+        MODEL_FROM_MODIFIER,
+        "From Modifier",
+        "The model of the object's physics modifier: Blender Cloth for a Cloth modifier, Soft Body "
+        "(VBD) for an object with a Soft Body modifier and no Cloth modifier",
+    ),
+    *((identifier, label, text) for identifier, _, label, text in MODEL_CHOICES),
+]
 MODEL_NAMES = {identifier: name for identifier, name, _, _ in MODEL_CHOICES}
 
 _SCENE_MODELS: dict[str, SceneModel] = {BLENDER_CLOTH.name: BLENDER_CLOTH, SOFT_BODY.name: SOFT_BODY}
@@ -51,11 +61,20 @@ def scene_model(name: str) -> SceneModel:
 
 
 def object_model(ob: bpy.types.Object) -> SceneModel:
-    """The scene side of the model chosen on ``ob`` (the default model's for anything
-    without fit settings)."""
+    """The scene side of the model chosen on ``ob``: the one picked in its Fit settings, else
+    (:data:`MODEL_FROM_MODIFIER`) the first whose modifier the object has, in the menu's order
+    (a Cloth modifier wins over a Soft Body one); the default model's for anything else."""
     settings = getattr(ob, "fit_to_target", None)
+    if settings is not None and settings.model == MODEL_FROM_MODIFIER:
+        found = [model for model in _SCENE_MODELS.values() if model.find_modifier(ob) is not None]
+        return found[0] if found else _SCENE_MODELS[DEFAULT_MODEL]
     name = MODEL_NAMES.get(settings.model, DEFAULT_MODEL) if settings is not None else DEFAULT_MODEL
     return _SCENE_MODELS.get(name, _SCENE_MODELS[DEFAULT_MODEL])
+
+
+def model_label(name: str) -> str:
+    """The menu's label of the model called ``name``."""
+    return next(label for _, model, label, _ in MODEL_CHOICES if model == name)
 
 
 def parameter_names(name: str) -> tuple[str, ...]:

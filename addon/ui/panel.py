@@ -9,7 +9,7 @@ import bpy
 
 from ...warp_core.fit.verdict.report import format_value, record_misfit
 from ...warp_core.models import get_model
-from ..models.registry import DEFAULT_MODEL, object_model
+from ..models.registry import DEFAULT_MODEL, MODEL_FROM_MODIFIER, model_label, object_model
 from ..request import fitted_parameters
 from ..scene.checks import why_not_fittable
 from ..scene.records import shared_summary
@@ -130,6 +130,8 @@ class FIT_PT_main(bpy.types.Panel):
         s = ob.fit_to_target
         model = object_model(ob)
         layout.prop(s, "model")
+        if s.model == MODEL_FROM_MODIFIER and model.find_modifier(ob) is not None:  # say which one
+            layout.label(text=f"{model_label(model.name)}, from the {model.modifier_label} modifier")
         model.draw_parameters(layout, s)
 
         layout.prop(s, "target_source", expand=True)

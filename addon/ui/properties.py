@@ -18,7 +18,7 @@ from bpy.props import (
 )
 
 from ...warp_core.models import get_model
-from ..models.registry import MODEL_ITEMS, scene_models
+from ..models.registry import MODEL_FROM_MODIFIER, MODEL_ITEMS, scene_models
 from ..warp_setup import configure_warp
 
 LOSS_ITEMS = [
@@ -131,7 +131,7 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     """Fit settings of one object. Each model's ``fit_<parameter>`` booleans and tie options
     are added below."""
 
-    model: EnumProperty(name="Model", items=MODEL_ITEMS, default="BLENDER_CLOTH")
+    model: EnumProperty(name="Model", items=MODEL_ITEMS, default=MODEL_FROM_MODIFIER)
     targets: CollectionProperty(type=FIT_PG_target)
     active_target_index: IntProperty(default=0)
     target_source: EnumProperty(name="Targets", items=TARGET_SOURCE_ITEMS, default="MESHES")

@@ -19,7 +19,7 @@ warp_setup = addon_module("warp_setup")
 def test_settings_defaults() -> None:
     ob = clamped_cloth()
     s = ob.fit_to_target
-    assert s.model == "BLENDER_CLOTH" and s.loss == "VERTEX" and s.max_iterations == 30
+    assert s.model == "AUTO" and s.loss == "VERTEX" and s.max_iterations == 30
     assert s.time_budget == 0.0 and s.device == "AUTO" and s.start_values_json == ""
     ticked = [n for n in PARAMETER_NAMES if getattr(s, f"fit_{n}")]
     assert ticked == ["tension_stiffness", "bending_stiffness"]

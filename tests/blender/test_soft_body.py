@@ -11,7 +11,7 @@ import shutil
 import bpy
 import numpy as np
 import pytest
-from addon_scenes import bake, model_trajectory, modifier_stack, pc2, playback
+from addon_scenes import addon_module, bake, model_trajectory, modifier_stack, pc2, playback
 from blender_ref import _PACKAGE
 from soft_body_scenes import (
     add_targets,
@@ -248,3 +248,35 @@ def test_batch_fits_a_soft_body_with_the_model_flag(tmp_path) -> None:
     assert fitted.fit_to_target_soft_body.young_modulus == pytest.approx(
         entry["params"]["young_modulus"], rel=1e-6
     )
+
+
+def test_the_model_follows_the_physics_modifier_by_default(tmp_path) -> None:
+    """Left at its default, the model is the modifier's: a Soft Body object is fitted as a soft
+    body in the panel's request and by the batch command, a Cloth object (or one with both
+    modifiers) as cloth; a model picked by the artist stays picked."""
+    from batch_run import run_in_process
+
+    registry = addon_module("models.registry")
+    request = addon_module("request")
+    ob = soft_object("cube", name="Jelly")
+    ob.fit_to_target_soft_body.young_modulus = 2.0e4
+    add_targets(ob, model_trajectory(ob, 20), [10, 20])
+    ob.fit_to_target_soft_body.young_modulus = 6.0e4
+    ob.fit_to_target.property_unset("model")  # as a new object has it
+    assert ob.fit_to_target.model == registry.MODEL_FROM_MODIFIER
+    assert registry.object_model(ob).name == "soft_body"
+    assert request.request_from_object(ob).model == "soft_body"
+
+    scene_file, report = tmp_path / "jelly.blend", tmp_path / "report.json"
+    bpy.ops.wm.save_as_mainfile(filepath=str(scene_file))
+    code, _, err = run_in_process(scene_file, "--fit", "young_modulus", "--report", report, "--quiet")
+    assert code == 0, err
+    entry = json.loads(report.read_text())["objects"][0]
+    assert entry["model"] == "soft_body" and entry["outcome"] == "converged"
+    assert entry["params"]["young_modulus"] == pytest.approx(2.0e4, rel=0.01)
+
+    jelly = bpy.data.objects["Jelly"]
+    jelly.modifiers.new("Cloth", "CLOTH")  # both: the Cloth modifier's model, first in the menu
+    assert registry.object_model(jelly).name == "blender_cloth"
+    jelly.fit_to_target.model = "SOFT_BODY"  # picked: kept whatever the modifiers
+    assert registry.object_model(jelly).name == "soft_body"
