@@ -20,33 +20,36 @@ from .records import result_record
 
 
 def write_back(
-    ob: bpy.types.Object, prepared: PreparedFit, result: FitResult, extra: dict[str, Any] | None = None
+    ob: bpy.types.Object,
+    prepared: PreparedFit,
+    result: FitResult,
+    extra: dict[str, Any] | None = None,
+    apply: bool = True,
 ) -> dict[str, Any]:
     """Store the result on the object and apply the fitted values to its modifier.
 
     ``extra`` joins the record: the objects fitted in the same run (``run_objects``) and,
     for a shared material, the shared fit's summary (``shared``).
 
-    Main thread, after a successful fit. A bake of the previous values is removed first:
-    it would no longer show what the modifier does.
+    Main thread, after a successful fit. ``apply=False`` stores the result without writing
+    its values (the panel keeps a fit that did not match until the artist applies it).
     """
     record = result_record(prepared, result)
     record.update(json_safe(extra or {}))
     if prepared.request.footage is not None:
         store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors, result.track_bindings)
-    return store_record(ob, record)
+    return store_record(ob, record, apply)
 
 
-def store_record(ob: bpy.types.Object, record: dict[str, Any]) -> dict[str, Any]:
-    """A fit's record onto its object (the panel shows it, Revert undoes it) and its values into
-    the modifier: after a fit, or from another run's report (the batch command's ``--apply``).
-    A bake of the previous values is removed first: it would no longer show what the modifier does."""
-    if is_baked(ob):
-        unbake_object(ob)
+def store_record(ob: bpy.types.Object, record: dict[str, Any], apply: bool = True) -> dict[str, Any]:
+    """A fit's record onto its object (the panel shows it, Revert undoes it) and, with
+    ``apply``, its values into the modifier: after a fit, or from another run's report (the
+    batch command's ``--apply``)."""
     ob.fit_to_target.result_json = json.dumps(record)
     # Revert goes back to what the modifier holds now, even if an earlier fit was applied
     ob.fit_to_target.applied = False
-    apply_result(ob)
+    if apply:
+        apply_result(ob)
     return record
 
 
@@ -67,6 +70,8 @@ def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
     values = fitted_values(json.loads(s.result_json))
     if s.applied:
         return values
+    if is_baked(ob):  # a bake of the previous values would no longer show what the modifier does
+        unbake_object(ob)
     names = list(dict.fromkeys(list(parameter_names(model.name)) + list(values)))
     s.previous_values_json = json.dumps(model.current_values(mod, names))
     model.write_values(mod, values)

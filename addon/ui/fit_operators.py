@@ -49,14 +49,18 @@ def _summary(record: dict) -> str:
     return f"Fitted {record.get('name')}: " + ", ".join(parts) + f"; {rmse}"
 
 
-def report_result(op: bpy.types.Operator, record: dict) -> None:
+def report_result(op: bpy.types.Operator, record: dict, applied: bool = True) -> None:
     """A converged fit is reported as information; any other outcome as a warning that says
-    why, so a fit that does not match its targets never reads as a success."""
+    why, so a fit that does not match its targets never reads as a success, and whether its
+    values were applied."""
     outcome = record.get("outcome")
     if outcome in (None, "converged"):
         op.report({"INFO"}, _summary(record))
-    else:
-        op.report({"WARNING"}, f"{_summary(record)}; NOT MATCHED ({outcome}): {record.get('outcome_reason')}")
+        return
+    kept = "" if applied else "; the values were not applied: Apply Fitted Values uses them"
+    op.report(
+        {"WARNING"}, f"{_summary(record)}; NOT MATCHED ({outcome}): {record.get('outcome_reason')}{kept}"
+    )
 
 
 def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
@@ -164,7 +168,9 @@ def write_results(op: bpy.types.Operator, prepared: list[PreparedFit], job: FitJ
                 {"ERROR"}, f"'{p.request.object_name}' no longer exists: its fit result was not written"
             )
             continue
-        report_result(op, write_back(ob, p, result, extra))
+        # a fit that does not match its targets is kept, not applied: the artist decides (Apply)
+        matched = (job.results[0].joint if shared else result).outcome == "converged"
+        report_result(op, write_back(ob, p, result, extra, apply=matched), applied=matched)
         written += 1
     return {"FINISHED"} if written else {"CANCELLED"}
 

@@ -23,6 +23,7 @@ from addon_scenes import (
     pc2,
     playback,
     replay_rmse,
+    select,
     target_positions,
 )
 from blender_ref import cloth_scene, set_linear_interpolation
@@ -189,3 +190,29 @@ def test_pins_on_animated_parent_fit_and_bake() -> None:
     assert np.abs(samples[-1] - expected[-1]).max() > 0.1
     assert math.isclose(ob.modifiers[bake.CACHE_MODIFIER_NAME].frame_start, 1.0)
     assert modifier_stack(ob)[0][2:] == (False, False)
+
+
+def test_a_fit_that_does_not_match_is_kept_until_applied() -> None:
+    """The panel stores a misfit's result without writing its values: the modifier and a bake of
+    the current values stay as they were until Apply Fitted Values; Revert then undoes it."""
+    ob = clamped_cloth(n=6, frame_end=8)
+    add_targets_from_blender(ob, {"tension_stiffness": 60.0, "compression_stiffness": 60.0}, [8])
+    s = ob.fit_to_target
+    s.fit_tension_stiffness = s.fit_compression_stiffness = False
+    s.fit_bending_stiffness = True  # bending alone cannot reach a target made with another tension
+    select([ob], ob)
+    assert bpy.ops.object.fit_to_target_bake() == {"FINISHED"}
+    before, stack = modifier_values(ob), modifier_stack(ob)
+
+    assert bpy.ops.object.fit_to_target() == {"FINISHED"}
+    record = json.loads(s.result_json)
+    assert record["outcome"] == "misfit", record["outcome_reason"]
+    assert not s.applied and modifier_values(ob) == before and modifier_stack(ob) == stack
+
+    assert bpy.ops.object.fit_to_target_apply() == {"FINISHED"}
+    assert s.applied and modifier_values(ob)["bending_stiffness"] == pytest.approx(
+        record["params"]["bending_stiffness"], rel=1e-6
+    )
+    assert not any(m.type == "MESH_CACHE" for m in ob.modifiers)  # the old bake no longer applies
+    assert bpy.ops.object.fit_to_target_revert() == {"FINISHED"}
+    assert modifier_values(ob) == before
