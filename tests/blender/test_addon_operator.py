@@ -98,8 +98,8 @@ def test_demo_revert_restores_exactly(demo: dict) -> None:
 
 
 def test_apply_after_revert_and_error_colors() -> None:
-    """Apply writes the fitted values again; a bake with error colours writes a colour attribute
-    whose red channel follows the per-vertex error at the target frame."""
+    """Apply writes a stalled fit's values, and again after Revert; a bake with error colours
+    writes a colour attribute whose red channel follows the per-vertex error at the target frame."""
     ob = clamped_cloth(n=6, frame_end=16)
     bpy.context.scene.frame_end = 16
     add_targets_from_blender(ob, {"bending_stiffness": 1.5}, [16])
@@ -108,7 +108,12 @@ def test_apply_after_revert_and_error_colors() -> None:
     s.max_iterations = 2
     bpy.context.view_layer.objects.active = ob
     assert bpy.ops.object.fit_to_target() == {"FINISHED"}
+    # two iterations stall short of the targets: the result is kept, not applied, until Apply
+    assert json.loads(s.result_json)["outcome"] == "stalled"
+    assert modifier_values(ob)["bending_stiffness"] == 0.5 and not s.applied
+    assert bpy.ops.object.fit_to_target_apply() == {"FINISHED"}
     fitted = modifier_values(ob)["bending_stiffness"]
+    assert fitted == pytest.approx(json.loads(s.result_json)["params"]["bending_stiffness"], rel=1e-6)
     assert bpy.ops.object.fit_to_target_revert() == {"FINISHED"}
     assert modifier_values(ob)["bending_stiffness"] == 0.5
     assert bpy.ops.object.fit_to_target_apply() == {"FINISHED"}
