@@ -62,7 +62,7 @@ class OBJECT_OT_fit_to_target_remove_target(bpy.types.Operator):
     """Remove the selected target"""
 
     bl_idname = "object.fit_to_target_remove_target"
-    bl_label = "Remove Target"
+    bl_label = "Remove Fit Target"
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context: bpy.types.Context) -> set[str]:
@@ -157,7 +157,7 @@ class OBJECT_OT_fit_to_target_revert(_RunResultOperator):
     """Put back the cloth modifier values from before the fitted ones were applied, and unbake"""
 
     bl_idname = "object.fit_to_target_revert"
-    bl_label = "Revert"
+    bl_label = "Revert Fitted Values"
     done_message = "Reverted {names} to the previous settings"
 
     def check(self, ob):
@@ -173,7 +173,7 @@ class OBJECT_OT_fit_to_target_bake(_ObjectResultOperator):
     """Bake the cloth (its current settings) to a .pc2 point cache played by a Mesh Cache modifier"""
 
     bl_idname = "object.fit_to_target_bake"
-    bl_label = "Bake"
+    bl_label = "Bake Fit Simulation"
 
     def run(self, context, ob):
         if active_session() is not None:
@@ -186,7 +186,7 @@ class OBJECT_OT_fit_to_target_unbake(_ObjectResultOperator):
     """Remove the bake's Mesh Cache modifier and switch the cloth modifier back on (the file is kept)"""
 
     bl_idname = "object.fit_to_target_unbake"
-    bl_label = "Unbake"
+    bl_label = "Remove Fit Bake"
 
     def run(self, context, ob):
         if not unbake_object(ob):

@@ -254,10 +254,11 @@ class FIT_PT_main(bpy.types.Panel):
                 "object.fit_to_target_revert", text="Revert All", icon="LOOP_BACK"
             ).all_objects = True
         row = box.row(align=True)
-        row.operator("object.fit_to_target_bake", icon="FILE_CACHE")
+        # short words in the panel; the operators' names (F3 search) say what they act on
+        row.operator("object.fit_to_target_bake", text="Bake", icon="FILE_CACHE")
         sub = row.row(align=True)
         sub.enabled = bool(s.bake_json)
-        sub.operator("object.fit_to_target_unbake", icon="X")
+        sub.operator("object.fit_to_target_unbake", text="Unbake", icon="X")
         row = box.row(align=True)
         row.prop(s, "bake_error_colors")
         sub = row.row(align=True)

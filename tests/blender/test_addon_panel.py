@@ -244,3 +244,19 @@ def test_panel_states() -> None:
         assert "Cancelling after this iteration..." in labels(draw())
     finally:
         fit_session.end_session()
+
+
+def test_operator_names_do_not_clash_with_blenders_own() -> None:
+    """In F3 search the add-on's operators sit beside Blender's: none may share a name with one
+    of Blender's (a "Revert" beside File > Revert, a "Bake" beside Render > Bake)."""
+    ours, theirs = {}, {}
+    for area in dir(bpy.ops):
+        for name in dir(getattr(bpy.ops, area)):
+            rna = getattr(getattr(bpy.ops, area), name).get_rna_type()
+            label = rna.name or name
+            (ours if rna.identifier.startswith(("OBJECT_OT_fit_", "FIT_OT_")) else theirs)[label] = (
+                rna.identifier
+            )
+    assert len(ours) > 5, ours
+    clashes = {label: (ours[label], theirs[label]) for label in ours if label in theirs}
+    assert clashes == {}, clashes
