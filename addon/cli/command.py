@@ -22,13 +22,12 @@ import bpy
 
 from ...warp_core.errors import abridged, one_line
 from .args import COMMAND_ID, EXIT_USAGE, PROG, UsageError, build_parser
-from .outputs import write_json_atomically
-from .paths import take_lock, usage_report_path
+from .paths import usage_report_path
 from .run import BatchRun
 from .run_info import RunClock
 from .signals import Interrupted, SignalGuard, signal_name
 from .streams import OutputStream, ignore_broken_pipes, open_standard_streams
-from .writes import usage_report
+from .writes import usage_report, write_refusal
 
 
 def main(
@@ -95,22 +94,10 @@ def _report_refusal(
         run.refused(message)
         return
     path = usage_report_path(list(argv))
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)  # a farm's results folder
-        lock = take_lock(path, "--report")
-    except OSError as e:
-        print(f"{PROG}: the report was not written: {e.strerror or e}", file=stderr, flush=True)
-        return
-    except UsageError:
-        return  # another run is writing it
-    try:
-        write_json_atomically(path, usage_report(list(argv), clock, message))
-    except OSError as e:
-        print(f"{PROG}: the report was not written: {e.strerror or e}", file=stderr, flush=True)
-    finally:
-        lock.release()
+    if path is not None:
+        why = write_refusal(path, usage_report(list(argv), clock, message), locked=False)
+        if why is not None:
+            print(f"{PROG}: the report was not written: {why}", file=stderr, flush=True)
 
 
 def _fileno(stream: TextIO | OutputStream) -> int | None:

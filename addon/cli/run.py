@@ -42,7 +42,7 @@ from .args import (
 from .inputs import as_usage_error, open_scene, preset_values, scene_path
 from .objects import pick_objects, request_for
 from .outputs import StagedCaches, write_json_atomically
-from .paths import OutputPlan, check_references, plan_bake_files, plan_outputs, take_lock
+from .paths import OutputPlan, check_references, plan_bake_files, plan_outputs
 from .progress_log import ProgressLog
 from .run_info import RunClock
 from .signals import Interrupted, SignalGuard, signal_name
@@ -100,6 +100,7 @@ class BatchRun:
         if args.apply:
             check_apply_options(args)
             results, empty = read_results(args.apply)
+            results = [r for r in results if not args.object or r.name in args.object]
         device = as_usage_error(resolve_device, args.device) if args.device else None
         start_values = preset_values(args.preset) if args.preset else None
         chosen = parse_fit(args.fit) if args.fit else None
@@ -114,7 +115,7 @@ class BatchRun:
             )
         scene = bpy.context.scene
         if args.apply:
-            objects = objects_of(scene, [r for r in results if not args.object or r.name in args.object])
+            objects = objects_of(scene, results)
         else:
             objects = pick_objects(scene, args.object, targets, args.model)
         if args.save_preset and len(objects) > 1 and not args.shared:
@@ -279,7 +280,7 @@ class BatchRun:
         for line in empty:
             self.error(f"--apply {line}")
             status = "failed"
-        for ob, item in zip(objects, [r for r in results if r.name in self.places], strict=True):
+        for ob, item in zip(objects, results, strict=True):
             self.step("apply")
             self.started(ob.name)
             record = apply_record(ob, item)
@@ -358,20 +359,10 @@ class BatchRun:
         """Bad input (exit 2): the report names it, where this run's checks allowed a report."""
         report = self.plan.report if self.plan is not None else None
         if report is not None:
-            lock = None
-            try:
-                if not self.plan.locks:  # refused before the locks were taken: take the report's
-                    report.parent.mkdir(parents=True, exist_ok=True)
-                    lock = take_lock(report, "--report")
-                document = writes.report(self, "usage_error", EXIT_USAGE, error=message)
-                write_json_atomically(report, {**document, "objects": []})
-            except UsageError:
-                pass  # another run is writing that report: it stays that run's
-            except OSError as e:
-                self.error(f"the report was not written: {writes.reason(e)}")
-            finally:
-                if lock is not None:
-                    lock.release()
+            document = {**writes.report(self, "usage_error", EXIT_USAGE, error=message), "objects": []}
+            why = writes.write_refusal(report, document, locked=bool(self.plan.locks))
+            if why is not None:
+                self.error(f"the report was not written: {why}")
         self.log.event("run_end", status="usage_error", exit_code=EXIT_USAGE, error=message)
 
     def close(self) -> None:

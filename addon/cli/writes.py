@@ -4,9 +4,8 @@ With ``--keep-going`` the objects that failed are left out and the others still 
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,8 +17,9 @@ from ...warp_core.presets.schema import PresetError
 from ..errors import FitInputError
 from ..presets import preset_from_fit_result, preset_values_of
 from ..scene.bake import bake_object
-from .args import EXIT_USAGE
+from .args import EXIT_USAGE, UsageError
 from .outputs import report_document, save_blend_atomically, write_json_atomically
+from .paths import take_lock
 from .run_info import RunClock, run_info
 
 if TYPE_CHECKING:
@@ -80,52 +80,47 @@ def bake_all(run: BatchRun, scene: bpy.types.Scene, device: str | None) -> str:
         run.error(f"--bake: cannot create {directory}: {reason(e)}")
         return "failed"
     status = "ok"
-    with caches_unplayed_while_staged() as staged:
+    # a baked cache is renamed into place only with the save: until every object is baked it is
+    # not played, or each later bake's frame changes would have Blender warn it is missing
+    unplayed: list[bpy.types.Object] = []
+    try:
         for record in run.records:
             if record.get("status") != "ok":
                 continue
             run.step("bake")
-            ob = bpy.data.objects[record["name"]]
-            try:
-                info = bake_object(
-                    scene, ob, directory=str(directory), device=device, write_cache=run.caches.stage
-                )
-            except FitInputError as e:
-                run.error(f"bake of {ob.name} failed: {e}")
-                record["status"] = "failed"
-                record["error"] = f"bake: {e}"
+            if not _bake_one(run, scene, record, device):
                 status = "failed"
                 if not run.args.keep_going:
                     drop_staged(run)
                     return status
                 continue
-            staged.append(ob)
-            record["bake"] = info.filepath
-            record["warnings"] = [*record.get("warnings", []), *info.warnings]
-            ob.fit_to_target.result_json = json.dumps(record)
-            run.log.event("bake", object=ob.name, cache=info.filepath)
+            unplayed.append(bpy.data.objects[record["name"]])
+            _cache_modifier(unplayed[-1]).show_viewport = False
+    finally:
+        for ob in unplayed:
+            _cache_modifier(ob).show_viewport = True
     if run.plan.save is not None:
         return status
     return "failed" if "failed" in (status, commit_caches(run)) else "ok"
 
 
-@contextlib.contextmanager
-def caches_unplayed_while_staged() -> Iterator[list[bpy.types.Object]]:
-    """The objects baked so far (the list yielded) do not play their Mesh Cache in the
-    viewport while the others bake: its file is renamed into place only with the save, and
-    each later bake's frame changes would have Blender warn, once per frame, that it is missing."""
-    staged = _Unplayed()
+def _bake_one(run: BatchRun, scene: bpy.types.Scene, record: dict[str, Any], device: str | None) -> bool:
+    """Bake one object into a staged cache; False (the record says why) when it fails."""
+    ob = bpy.data.objects[record["name"]]
     try:
-        yield staged
-    finally:
-        for ob in staged:
-            _cache_modifier(ob).show_viewport = True
-
-
-class _Unplayed(list):
-    def append(self, ob: bpy.types.Object) -> None:
-        _cache_modifier(ob).show_viewport = False
-        super().append(ob)
+        info = bake_object(
+            scene, ob, directory=str(run.plan.bake_dir), device=device, write_cache=run.caches.stage
+        )
+    except FitInputError as e:
+        run.error(f"bake of {ob.name} failed: {e}")
+        record["status"] = "failed"
+        record["error"] = f"bake: {e}"
+        return False
+    record["bake"] = info.filepath
+    record["warnings"] = [*record.get("warnings", []), *info.warnings]
+    ob.fit_to_target.result_json = json.dumps(record)
+    run.log.event("bake", object=ob.name, cache=info.filepath)
+    return True
 
 
 def _cache_modifier(ob: bpy.types.Object) -> bpy.types.Modifier:
@@ -216,3 +211,23 @@ def usage_report(argv: list[str], clock: RunClock, message: str) -> dict[str, An
     """The report of a command line refused before its run could start (exit 2)."""
     extra = {"run": run_info(argv, clock, None, []), "error": message}
     return report_document([], None, None, "usage_error", EXIT_USAGE, None, extra)
+
+
+def write_refusal(path: Path, document: dict[str, Any], locked: bool) -> str | None:
+    """The report of a run refused for bad input, at ``path``; unless its lock is ``locked``
+    (held by the run) the folder is made and the lock taken first. Returns why it could not
+    be written, else None; a report another run is writing stays that run's (None too)."""
+    lock = None
+    try:
+        if not locked:
+            path.parent.mkdir(parents=True, exist_ok=True)  # a farm's results folder
+            lock = take_lock(path, "--report")
+        write_json_atomically(path, document)
+    except UsageError:
+        return None
+    except OSError as e:
+        return reason(e)
+    finally:
+        if lock is not None:
+            lock.release()
+    return None
