@@ -52,7 +52,7 @@ def main(
         guard.adopt(pending_signals if pending_signals is not None else [])
         with contextlib.redirect_stdout(stdout):  # --help
             args = build_parser().parse_args(argv)
-        run = BatchRun(args, stdout, stderr, guard, list(argv))
+        run = BatchRun(args, stdout, stderr, guard, list(argv), clock)
         code = run.run()
         if guard.signum is not None:  # after the last checkpoint: every output was written
             name = signal_name(guard.signum)

@@ -56,7 +56,13 @@ class BatchRun:
     :meth:`interrupted` then writes the partial report."""
 
     def __init__(
-        self, args: argparse.Namespace, out: TextIO, err: TextIO, guard: SignalGuard, argv: list[str]
+        self,
+        args: argparse.Namespace,
+        out: TextIO,
+        err: TextIO,
+        guard: SignalGuard,
+        argv: list[str],
+        clock: RunClock,
     ) -> None:
         self.args = args
         self.argv = argv
@@ -64,7 +70,7 @@ class BatchRun:
         self.err = err
         self.guard = guard
         self.cancel = guard.cancel
-        self.clock = RunClock()
+        self.clock = clock  # started with the command, before its arguments were read
         self.plan: OutputPlan | None = None
         self.log = ProgressLog()
         self.records: list[dict[str, Any]] = []
