@@ -20,12 +20,15 @@ import bpy
 from .cli import command
 from .models.soft_body import props as soft_body_props
 from .ui import (
+    bake_operators,
     fit_operators,
     object_operators,
     panel,
+    physics_link,
     preset_menus,
     preset_operators,
     properties,
+    result_operators,
     tracks_ui,
 )
 
@@ -34,10 +37,13 @@ _MODULES = (
     soft_body_props,
     fit_operators,
     object_operators,
+    bake_operators,
+    result_operators,
     tracks_ui,
     panel,
     preset_operators,
     preset_menus,
+    physics_link,
     command,
 )
 

@@ -18,22 +18,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..warp_core.errors import one_line
-from ..warp_core.fit import FitError, FitSettings, fit
+from ..warp_core.fit import FitError, FitProgress, FitSettings, fit
+from ..warp_core.targets.units import Unit
 
 
 @dataclass
 class JobMessage:
-    """``kind`` is "progress" (one per optimizer iteration of task ``task``), then "done" or
-    "error" once (the last message; "error" only for a job of one task). The results are
-    on the job (``FitJob.results``)."""
+    """``kind`` is "progress" (task ``task``'s fit accepted a point or entered a phase), then
+    "done" or "error" once (the last message; "error" only for a job of one task). The results
+    are on the job (``FitJob.results``). Made by the job's worker; read by the session
+    (``FitSession.update``) on the main thread.
+
+    A progress message carries the fit's phase and the RMSE of its latest point in the target's
+    unit (see ``warp_core.fit.FitProgress``); a fit function that only calls the plain callback
+    ``(iteration, loss, values)`` gives accepted points without a phase, RMSE or unit."""
 
     kind: str
     iteration: int = 0
     loss: float = float("nan")
     values: dict[str, float] = field(default_factory=dict)
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # since the job started
     error: str = ""
     task: int = 0
+    phase: str = ""  # one of warp_core.fit.PHASES; "" where the fit function says none
+    phase_index: int | None = None  # k of n where the phase counts (the global starts)
+    phase_count: int | None = None
+    rmse: float = float("nan")  # at the latest point, in ``unit``
+    unit: Unit | None = None
+    expected_s: float | None = None  # how long the phase takes at most, where known
+    accepted: bool = True  # an accepted point (iteration), not only a phase change
+    task_elapsed_s: float = 0.0  # since this task's fit began
 
 
 FitFunction = Callable[..., Any]
@@ -42,7 +56,9 @@ FitFunction = Callable[..., Any]
 @dataclass
 class FitTask:
     """One fit of a job: ``fit_function(problem, settings, progress=, cancel=)``, e.g.
-    ``warp_core.fit.fit`` on a FitProblem, or ``fit_shared`` on a list of them."""
+    ``warp_core.fit.fit`` on a FitProblem, or ``fit_shared`` on a list of them. ``progress``
+    listens to the fit's phases and RMSE, and is also a plain ``(iteration, loss, values)``
+    callback for a fit function that calls that."""
 
     problem: Any
     settings: FitSettings | None
@@ -139,28 +155,14 @@ class FitJob:
         return self.poll()
 
     # -- worker thread -------------------------------------------------------------------
-    def _progress(self, task: int) -> Callable[[int, float, dict[str, float]], None]:
-        def progress(iteration: int, loss: float, values: dict[str, float]) -> None:
-            self._queue.put(
-                JobMessage(
-                    "progress",
-                    iteration=int(iteration),
-                    loss=float(loss),
-                    values=dict(values),
-                    elapsed_s=time.perf_counter() - self._t0,
-                    task=task,
-                )
-            )
-
-        return progress
-
     def _run(self) -> None:
         for k, task in enumerate(self.tasks):
             if self._cancel.is_set():
                 break  # the tasks not started stay None: nothing to write for them
             try:
+                progress = _TaskProgress(self._queue, k, self._t0, time.perf_counter())
                 self.results[k] = task.fit_function(
-                    task.problem, task.settings, progress=self._progress(k), cancel=self._cancel
+                    task.problem, task.settings, progress=progress, cancel=self._cancel
                 )
             except (FitError, ValueError) as e:
                 self.errors[k] = one_line(e)
@@ -173,3 +175,44 @@ class FitJob:
             self._queue.put(JobMessage("error", error=self.errors[0], elapsed_s=elapsed, task=0))
         else:
             self._queue.put(JobMessage("done", elapsed_s=elapsed, task=last))
+
+
+class _TaskProgress:
+    """One task's progress, as the fit function reports it (worker thread): a listener of the
+    fit's phases and RMSE (``warp_core.fit.ProgressListener``), and the plain callback for a
+    fit function that calls that instead. Each report becomes a "progress" message."""
+
+    def __init__(self, messages: queue.Queue[JobMessage], task: int, job_t0: float, task_t0: float) -> None:
+        self.messages = messages
+        self.task = task
+        self.job_t0 = job_t0
+        self.task_t0 = task_t0
+
+    def fit_progress(self, report: FitProgress) -> None:
+        self._put(
+            iteration=int(report.iteration),
+            loss=float(report.loss),
+            values=dict(report.values),
+            phase=report.phase,
+            phase_index=report.phase_index,
+            phase_count=report.phase_count,
+            rmse=float(report.rmse),
+            unit=report.unit,
+            expected_s=report.expected_s,
+            accepted=report.accepted,
+        )
+
+    def __call__(self, iteration: int, loss: float, values: dict[str, float]) -> None:
+        self._put(iteration=int(iteration), loss=float(loss), values=dict(values))
+
+    def _put(self, **fields: Any) -> None:
+        now = time.perf_counter()
+        self.messages.put(
+            JobMessage(
+                "progress",
+                elapsed_s=now - self.job_t0,
+                task=self.task,
+                task_elapsed_s=now - self.task_t0,
+                **fields,
+            )
+        )

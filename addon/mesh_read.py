@@ -15,6 +15,7 @@ import bpy
 import numpy as np
 
 from ..warp_core.mesh import ClothMesh
+from .scene.steps import Step, StepGenerator, run_blocking
 
 
 def object_matrix(ob_eval: bpy.types.Object) -> np.ndarray:
@@ -132,9 +133,24 @@ def sample_modifier_input(
     objects in the same pass. ``mod`` is off during the pass, so stepping through the frames
     never runs Blender's own solver. The scene frame and the modifier flags are restored.
     """
+    return run_blocking(sample_modifier_input_steps(ob, mod, depsgraph, scene, frames, on_frame))
+
+
+def sample_modifier_input_steps(
+    ob: bpy.types.Object,
+    mod: bpy.types.Modifier,
+    depsgraph: bpy.types.Depsgraph,
+    scene: bpy.types.Scene,
+    frames: Sequence[float],
+    on_frame: Callable[[int, float], None] | None = None,
+) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
+    """:func:`sample_modifier_input` one frame per step (``scene/steps.py``): a ``Step`` after
+    each frame, "frame 37 of 250" (the scene's frame numbers). Closed halfway, the scene
+    frame and the modifier flags are restored all the same."""
     frame, subframe = scene.frame_current, scene.frame_subframe
     goals: list[np.ndarray] = []
     matrices: list[np.ndarray] = []
+    last = f"{frames[-1]:g}" if len(frames) else ""
     with modifier_input_stack(ob, mod, depsgraph):
         try:
             for k, f in enumerate(frames):
@@ -146,6 +162,7 @@ def sample_modifier_input(
                 matrices.append(matrix)
                 if on_frame is not None:
                     on_frame(k, f)
+                yield Step(k + 1, len(frames), f"frame {f:g} of {last}")
         finally:
             # back at the caller's frame before the modifier is on again: switched on at the
             # pass's last frame, a cloth starts from there as if the timeline jumped, and

@@ -138,13 +138,13 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         targets=[] if footage is not None else targets,
         loss=s.loss.lower(),
         max_iterations=int(s.max_iterations),
-        time_budget_s=float(s.time_budget) if s.time_budget > 0 else None,
-        tolerance_m=float(s.tolerance) if s.tolerance > 0 else None,
+        time_budget_s=float(s.time_budget) if s.use_time_budget else None,
+        tolerance_m=None if s.use_auto_tolerance else float(s.tolerance),
         device=s.device,
         start_values=parse_start_values(s.start_values_json, ob.name, model.settings_fields),
         allow_unmodeled=bool(s.allow_unmodeled),
         footage=footage,
-        tolerance_px=float(s.tolerance_px) if s.tolerance_px > 0 else None,
+        tolerance_px=None if s.use_auto_tolerance_px else float(s.tolerance_px),
     )
     for key, value in overrides.items():
         if value is not None:

@@ -21,7 +21,7 @@ ADAM = "warp_core/fit/optimizers/adam.py"
 CLI_RUN = "addon/cli/run.py"
 CLI_OBJECTS = "addon/cli/objects.py"
 SHARED = "warp_core/fit/shared.py"
-FIT_OPERATORS = "addon/ui/fit_operators.py"
+FIT_RESULTS = "addon/ui/fit_results.py"
 
 # test files by what they check
 FORWARD = ("tests/blender/test_cloth_forward.py",)
@@ -327,7 +327,7 @@ SEVERAL_OBJECTS = [
     Mutation(
         "cancel_writes_finished_objects",
         "cancelling a run of several objects still writes the ones that finished",
-        FIT_OPERATORS,
+        FIT_RESULTS,
         "if job.cancel_requested or any(",
         "if job.results[0] is None and any(",
         SELECTED,

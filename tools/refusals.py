@@ -292,6 +292,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "running-a-fit",
         (
             "addon/ui/fit_operators.py",
+            "addon/ui/fit_results.py",
             "addon/session.py",
             "addon/warp_setup.py",
             "warp_core/fit/engine.py",
@@ -300,7 +301,16 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "panel-buttons",
-        ("addon/scene/write_back.py", "addon/ui/object_operators.py", "addon/scene/bake.py"),
+        (
+            "addon/scene/write_back.py",
+            "addon/ui/object_operators.py",
+            "addon/scene/bake.py",
+            "addon/scene/bake_colors.py",
+            "addon/ui/bake_operators.py",
+            "addon/ui/result_operators.py",
+            "addon/scene/error_overlay.py",
+            "addon/ui/physics_link.py",
+        ),
     ),
     ("presets", ("warp_core/presets/", "addon/presets.py", "addon/ui/preset_operators.py")),
     ("problem-files", ("warp_core/fit/problem/files.py",)),

@@ -212,7 +212,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
     p.add_argument(
         "--device",
-        help="cpu, cuda, cuda:N or AUTO (the first CUDA device, else the CPU); CUDA devices are counted "
+        help="cpu, cuda, cuda:N or AUTO (a cloth on the GPU from the vertex count at which a fit there "
+        "was measured faster than on the CPU, assets/device_crossover.json; else the CPU; a soft body on "
+        "the first CUDA device); CUDA devices are counted "
         "among those CUDA_VISIBLE_DEVICES leaves visible, so a farm gives a task its GPU either way "
         "(default: the object's setting)",
     )

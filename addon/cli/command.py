@@ -21,6 +21,7 @@ from typing import TextIO
 import bpy
 
 from ...warp_core.errors import abridged, one_line
+from ..errors import addressed_to_batch
 from .args import COMMAND_ID, EXIT_USAGE, PROG, UsageError, build_parser
 from .paths import usage_report_path
 from .run import BatchRun
@@ -53,7 +54,8 @@ def main(
         with contextlib.redirect_stdout(stdout):  # --help
             args = build_parser().parse_args(argv)
         run = BatchRun(args, stdout, stderr, guard, list(argv), clock)
-        code = run.run()
+        with addressed_to_batch():
+            code = run.run()
         if guard.signum is not None:  # after the last checkpoint: every output was written
             name = signal_name(guard.signum)
             print(f"{PROG}: {name} arrived after the run had finished; its outputs are complete", file=stderr)

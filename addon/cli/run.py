@@ -12,13 +12,12 @@ progress as JSON lines (:mod:`.progress_log`).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any, TextIO
 
 import bpy
 
 from ...warp_core.errors import one_line
-from ...warp_core.fit import FitError, fit_shared, limit_cpu_threads
+from ...warp_core.fit import FitError, FitProgress, ProgressListener, fit_shared, limit_cpu_threads, listener
 from ...warp_core.fit.verdict.report import format_table
 from ..errors import FitInputError
 from ..models.registry import object_model
@@ -309,21 +308,35 @@ class BatchRun:
             names.append("the shared fit")
         return names
 
-    def progress_printer(self, name: str) -> Callable[[int, float, dict[str, float]], None]:
+    def progress_printer(self, name: str) -> ProgressListener:
+        """One line and one ``iteration`` log event per accepted point of the fit of ``name``;
+        the event adds the fit's phase and RMSE (``rmse_m``, or ``rmse_px`` for footage)."""
         label = shell_word(name)
 
-        def progress(iteration: int, loss: float, values: dict[str, float]) -> None:
+        def progress(report: FitProgress) -> None:
+            if not report.accepted:
+                return  # a phase change: lines and events follow the iterations
+            iteration, loss, values = report.iteration, report.loss, report.values
             if not self.args.quiet:
                 params = " ".join(f"{k}={v:.9g}" for k, v in values.items())
                 self.say(f"fit {label} iter {iteration} loss {loss:.9g} {params}")
-            self.log.event("iteration", object=name, iteration=iteration, loss=loss, values=values)
+            misfit = {f"rmse_{report.unit.symbol}": report.rmse} if report.unit is not None else {}
+            self.log.event(
+                "iteration",
+                object=name,
+                iteration=iteration,
+                loss=loss,
+                values=values,
+                phase=report.phase,
+                **misfit,
+            )
             # a signal here makes the fit stop after this iteration (the cancel event)
             self.guard.at(f"iteration-{iteration}")
             notice = self.guard.pending_notice()
             if notice:
                 print(notice, end="", file=self.err, flush=True)
 
-        return progress
+        return listener(progress)
 
     def print_tables(self) -> None:
         for record in self.records:

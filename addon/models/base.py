@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ...warp_core.models import get_model
+from .parameter_rows import ParameterGroup
 
 if TYPE_CHECKING:
     import bpy
 
     from ...warp_core.mesh import ClothMesh
     from ...warp_core.models import ModelSettings
+    from ..scene.steps import StepGenerator
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,10 @@ class SceneModel(Protocol):
     settings_fields: tuple[str, ...]  # the settings a fit may start from (start values, presets)
     default_fit: tuple[str, ...]  # parameters ticked on a new object
     ties: tuple[TieOption, ...]
+    parameter_groups: tuple[ParameterGroup, ...]  # the Parameters rows, with Blender's names
     precision: str  # the fit's and the bake's: "float64", or "float32" where the solver has no other
+    # whether Device Auto picks the CPU or a GPU by the mesh's size (crossovers measured for this model)
+    auto_device_by_size: bool
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.Modifier | None: ...
 
@@ -101,7 +105,19 @@ class SceneModel(Protocol):
         on_frame: Callable[[int, float], None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(goals (F, N, 3), world matrices (F, 4, 4)) at ``frames``; ``on_frame(k, frame)``
-        runs with the scene at each frame. The scene frame is restored afterwards."""
+        runs with the scene at each frame. The scene frame is restored afterwards. The
+        blocking run of :meth:`sample_goals_steps`."""
+
+    def sample_goals_steps(
+        self,
+        ob: bpy.types.Object,
+        depsgraph: bpy.types.Depsgraph,
+        scene: bpy.types.Scene,
+        frames: Sequence[float],
+        on_frame: Callable[[int, float], None] | None = None,
+    ) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`sample_goals` as stepped work (``addon/scene/steps.py``): a ``Step`` per
+        frame, the goals and matrices its value; closed halfway, the scene is restored."""
 
     def frame_sampler(
         self,
@@ -126,8 +142,9 @@ class SceneModel(Protocol):
 
     def write_values(self, mod: bpy.types.Modifier, values: dict[str, Any]) -> None: ...
 
-    def draw_parameters(self, layout: bpy.types.UILayout, settings: Any) -> None:
-        """The panel rows choosing what to fit (``settings`` is ``Object.fit_to_target``)."""
+    def draw_parameters(self, layout: bpy.types.UILayout, settings: Any, fitted: dict[str, float]) -> None:
+        """The Parameters rows choosing what to fit (``settings`` is ``Object.fit_to_target``;
+        ``fitted``: the values of the object's last fit of this model, by parameter)."""
 
 
 def resolve_ties(
@@ -149,17 +166,6 @@ def resolve_ties(
                 if follower in free:
                     free.remove(follower)
     return free, followers
-
-
-def parameter_box(layout: bpy.types.UILayout, settings: Any, model_name: str) -> bpy.types.UILayout:
-    """The "Parameters" box with a check box per parameter of the model (``settings`` is
-    ``Object.fit_to_target``); the model adds its own rows below."""
-    box = layout.box()
-    box.label(text="Parameters")
-    grid = box.grid_flow(columns=2, even_columns=True, align=True)
-    for parameter in get_model(model_name).parameters:
-        grid.prop(settings, f"fit_{parameter.name}")
-    return box
 
 
 def plain(value: Any) -> Any:

@@ -9,30 +9,33 @@ stack exactly; the ``.pc2`` file stays on disk.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import bpy
 import numpy as np
 
 from ...warp_core.errors import one_line
-from ...warp_core.fit import FitObjective
 from ...warp_core.io import remove_stale_temporaries
-from ...warp_core.models import get_model
+from ...warp_core.mesh import ClothMesh
+from ...warp_core.models import ModelSettings, get_model
 from ...warp_core.pc2 import write_pc2
 from ..errors import FitInputError
 from ..models.registry import object_model
-from ..request import request_from_object
 from ..warp_setup import resolve_device
+from .bake_colors import ERROR_ATTRIBUTE as ERROR_ATTRIBUTE  # the colour attribute's name, kept here
+from .bake_colors import error_colors_steps, write_error_colors
 from .checks import check_object
-from .prepare import prepare_fit
+from .prepare import sized_device
+from .steps import OffMainThread, Step, StepGenerator, run_blocking, within
 
 CACHE_MODIFIER_NAME = "Fit to Target Bake"
-ERROR_ATTRIBUTE = "fit_error"
 CACHE_FOLDER = "fit_cache"
 
 
@@ -47,7 +50,7 @@ class BakeInfo:
     frame_start: int
     frame_end: int
     temporary: bool  # written to a temp folder because the .blend is not saved
-    max_error_m: float | None = None  # of the error colours, when written
+    error_tolerance: float | None = None  # the error colours' scale (m, or px for footage), when written
     warnings: tuple[str, ...] = ()  # what the scene will not play as baked
 
     @property
@@ -59,8 +62,10 @@ class BakeInfo:
                 f"The .blend file is not saved: baked frames {self.frame_start}-{self.frame_end} to the "
                 f"temporary file {where}; save the .blend and bake again to keep the cache next to it"
             )
-        if self.max_error_m is not None:
-            text += f" (error colours: red = {self.max_error_m * 1000.0:.3g} mm)"
+        if self.error_tolerance is not None:
+            text += (
+                f" (error colours: green within the tolerance {self.error_tolerance:.3g}, red from 10x it)"
+            )
         return "; ".join([text, *self.warnings])
 
 
@@ -110,33 +115,49 @@ def bake_object(
     depsgraph: bpy.types.Depsgraph | None = None,
     write_cache: Callable[[Path, np.ndarray, int], None] | None = None,
 ) -> BakeInfo:
-    """Simulate the cloth with its modifier's current settings from the cache start to the
-    last of the cache end, the scene end and the object's target frames (those of its fit
-    settings and of its last fit), and play it back through a Mesh Cache modifier. A target
+    """Simulate the cloth with its modifier's current settings over its cache range
+    (:func:`bake_frame_range`) and play it back through a Mesh Cache modifier. A target
     frame outside the scene's frame range is warned about (``BakeInfo.warnings``).
 
     Everything is computed and the file written before the first change to the scene, so
     a failure (BakeError, one line) leaves the scene as it was. ``write_cache(path, samples,
     start frame)``, when given, writes the cache instead of :func:`write_pc2` (the batch
     command stages it, to be renamed into place with the saved .blend); raising there (a
-    signal) abandons the bake with the scene unchanged.
+    signal) abandons the bake with the scene unchanged. The blocking run of
+    :func:`bake_object_steps`.
     """
+    steps = bake_object_steps(scene, ob, directory, device, error_colors, error_frame, depsgraph, write_cache)
+    return run_blocking(steps)
+
+
+def bake_object_steps(
+    scene: bpy.types.Scene,
+    ob: bpy.types.Object,
+    directory: str | None = None,
+    device: str | None = None,
+    error_colors: bool | None = None,
+    error_frame: int | None = None,
+    depsgraph: bpy.types.Depsgraph | None = None,
+    write_cache: Callable[[Path, np.ndarray, int], None] | None = None,
+) -> StepGenerator[BakeInfo]:
+    """:func:`bake_object` as stepped work (``scene/steps.py``): a ``Step`` per frame of the
+    goal pass ("frame 37 of 250"; then those of the error colours' export), the simulation
+    (and the error colours' evaluation) off the main thread ("simulating 250 frames"), then
+    the file and the scene writes in one step. Closed before that step (Esc), the scene is
+    as it was and no file is written."""
     mod = check_object(ob)
     model = object_model(ob)
     s = ob.fit_to_target
-    start, cache_end = model.cache_frame_range(mod)
-    targets = target_frames(ob)
-    end = max(int(cache_end), int(scene.frame_end), *targets)
-    if end <= start:
-        raise BakeError(
-            f"the cloth cache and the scene end by frame {end}, not after the cache start {start}: "
-            "nothing to bake"
-        )
+    start, end = bake_frame_range(ob)
+    name, scene_name = ob.name, scene.name
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
-    device = resolve_device(device if device is not None else s.device)
+    device = device if device is not None else s.device
+    resolve_device(device)  # a device that does not exist is refused before the scene is read
     error_colors = s.bake_error_colors if error_colors is None else error_colors
 
     frames = list(range(start, end + 1))
+    n = len(frames)  # progress: the goal pass, the error colours' export, the simulation
+    total = n * (3 if error_colors else 2)
     sampler = model.frame_sampler(scene, ob, mod, depsgraph)
     saved = scene.frame_current, scene.frame_subframe
     try:
@@ -145,29 +166,47 @@ def bake_object(
             mesh = model.read_geometry(ob, depsgraph)
             model.check_geometry(mesh)
             with sampler:
-                goals, matrices = model.sample_goals(ob, depsgraph, scene, frames, on_frame=sampler)
+                sampling = model.sample_goals_steps(ob, depsgraph, scene, frames, on_frame=sampler)
+                goals, matrices = yield from within(sampling, 0, n, total)
         except ValueError as e:
             raise BakeError(one_line(e)) from e
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
     try:
         params = sampler.settings(model.read_settings(mod, scene))
-        sim = get_model(model.name).build(mesh, params, device, model.precision, start_frame=start)
-        world = sim.rollout(end, None, goals).numpy()
     except ValueError as e:
         raise BakeError(f"'{ob.name}': {one_line(e)}") from e
+
+    colors = error_tolerance = None
+    if error_colors:
+        try:
+            colors_steps = error_colors_steps(scene, ob, params.values(), error_frame, depsgraph)
+            colors, error_tolerance = yield from within(colors_steps, n, n, total, "error colours: ")
+        except FitInputError as e:
+            raise BakeError(str(e)) from e
+
+    what = f"simulating {n} frames"
+    yield Step(total - n, total, what)
+    device = sized_device(device, model, mesh.vertex_count)
+    simulate = functools.partial(_simulate, model.name, model.precision, mesh, params, device, goals)
+    try:
+        world = yield OffMainThread(functools.partial(simulate, start, end), what)
+    except ValueError as e:
+        raise BakeError(f"'{name}': {one_line(e)}") from e
     if not np.isfinite(world).all():
-        raise BakeError(f"'{ob.name}': the simulation diverged; nothing was baked")
+        raise BakeError(f"'{name}': the simulation diverged; nothing was baked")
+    yield Step(total, total, "writing the cache")
+    # the scene was free meanwhile (a modal bake lets the artist work): find it again
+    scene, ob = bpy.data.scenes.get(scene_name), bpy.data.objects.get(name)
+    if scene is None or ob is None:
+        raise BakeError(f"'{name}' or its scene '{scene_name}' no longer exists: nothing was baked")
+    mod = check_object(ob)
 
     # Mesh Cache reads object-space coordinates: undo the object's transform frame by frame
     inverse = np.linalg.inv(matrices)
     local = np.einsum("fij,fnj->fni", inverse[:, :3, :3], world) + inverse[:, None, :3, 3]
 
-    colors = None
-    max_error = None
-    if error_colors:
-        colors, max_error = _error_colors(scene, ob, params.values(), error_frame, depsgraph)
-
+    # the file and the scene writes in one step: stopped before it, nothing is written
     path, stored, temporary = cache_path(ob, directory)
     remove_stale_temporaries(path.parent)  # of earlier bakes killed while writing
     try:
@@ -177,8 +216,36 @@ def bake_object(
             write_cache(path, local, start)
     except OSError as e:
         raise BakeError(f"cannot write {path}: {e.strerror or e}") from e
+    state = _play_cache(ob, mod, stored, start, end, str(path))
+    if colors is not None:
+        state.update(error_attribute=write_error_colors(ob, colors), error_tolerance=error_tolerance)
+    ob.fit_to_target.bake_json = json.dumps(state)
+    warnings = scene_range_warnings(scene, ob, target_frames(ob))
+    return BakeInfo(str(path), stored, start, end, temporary, error_tolerance, warnings)
 
-    # -- scene writes from here on
+
+def _simulate(
+    model_name: str,
+    precision: str,
+    mesh: ClothMesh,
+    params: ModelSettings,
+    device: str,
+    goals: np.ndarray,
+    start: int,
+    end: int,
+) -> np.ndarray:
+    """World positions (frames, N, 3) of the model's run from ``start`` to ``end`` (no bpy:
+    runs off the main thread)."""
+    sim = get_model(model_name).build(mesh, params, device, precision, start_frame=start)
+    return sim.rollout(end, None, goals).numpy()
+
+
+def _play_cache(
+    ob: bpy.types.Object, mod: bpy.types.Modifier, stored: str, start: int, end: int, filepath: str
+) -> dict[str, Any]:
+    """The scene writes of a bake: the Mesh Cache modifier right below the cloth, playing
+    ``stored``, and the cloth switched off; returns the bake's state to keep on the object."""
+    s = ob.fit_to_target
     state = json.loads(s.bake_json) if s.bake_json else {}
     cache = ob.modifiers.get(state.get("modifier", "")) if state else None
     if cache is None or cache.type != "MESH_CACHE":
@@ -206,21 +273,25 @@ def bake_object(
     cache.factor = 1.0
     mod.show_viewport = False
     mod.show_render = False
-    state.update(filepath=str(path), frame_start=start, frame_end=end, error_attribute="")
-    if colors is not None:
-        attr = ob.data.color_attributes.get(ERROR_ATTRIBUTE)
-        if attr is not None and (attr.domain != "POINT" or attr.data_type != "FLOAT_COLOR"):
-            ob.data.color_attributes.remove(attr)
-            attr = None
-        if attr is None:
-            attr = ob.data.color_attributes.new(ERROR_ATTRIBUTE, "FLOAT_COLOR", "POINT")
-        attr.data.foreach_set("color", colors.astype(np.float32).ravel())
-        ob.data.color_attributes.active_color = attr
-        state["error_attribute"] = ERROR_ATTRIBUTE
-        state["max_error_m"] = max_error
-    s.bake_json = json.dumps(state)
-    warnings = scene_range_warnings(scene, ob, targets)
-    return BakeInfo(str(path), stored, start, end, temporary, max_error, warnings)
+    state.update(filepath=filepath, frame_start=start, frame_end=end, error_attribute="")
+    return state
+
+
+def bake_frame_range(ob: bpy.types.Object) -> tuple[int, int]:
+    """(first, last) frame a bake of ``ob`` covers: its simulation's cache range, extended
+    to its last target frame when one lies beyond the cache end (the scene's frame range
+    plays no part; :func:`scene_range_warnings` says what it leaves out). BakeError when
+    nothing lies after the cache start."""
+    mod = check_object(ob)
+    model = object_model(ob)
+    start, cache_end = model.cache_frame_range(mod)
+    end = max([int(cache_end), *target_frames(ob)])
+    if end <= start:
+        raise BakeError(
+            f"'{ob.name}': the {model.modifier_label} cache ends at frame {end}, not after its start "
+            f"frame {start}: nothing to bake; set the cache's End after its Start"
+        )
+    return int(start), end
 
 
 def target_frames(ob: bpy.types.Object) -> list[int]:
@@ -247,44 +318,6 @@ def scene_range_warnings(scene: bpy.types.Scene, ob: bpy.types.Object, frames: l
         "they are baked, but the scene does not play them; extend its frame range to include them "
         "(Output Properties > Frame Range)",
     )
-
-
-def _error_colors(
-    scene: bpy.types.Scene,
-    ob: bpy.types.Object,
-    values: dict[str, float],
-    frame: int | None,
-    depsgraph: bpy.types.Depsgraph,
-) -> tuple[np.ndarray, float]:
-    """Per-vertex RGBA, green (on target) to red (the largest error), at a target frame; for
-    footage targets, each tracked vertex coloured by its track's RMS pixel error over the
-    clip (the vertex nearest the track's bound point; untracked vertices green)."""
-    request = request_from_object(ob, start_values={})
-    if request.footage is not None:
-        prepared = prepare_fit(scene, ob, request, depsgraph)
-        objective = FitObjective(prepared.problem, prepared.settings, [])
-        by_track = objective.track_errors(values)
-        error = np.zeros(prepared.problem.mesh.vertex_count)
-        for b in prepared.problem.tracks.bindings:
-            v = b.vertices[int(np.argmax(b.barycentric))]
-            error[v] = max(error[v], by_track.get(b.track, 0.0))
-        return _ramp(error)
-    if not request.targets:
-        raise BakeError("error colours need a target: add one or switch Error Colors off")
-    frame = frame or ob.fit_to_target.error_frame or max(t.frame for t in request.targets)
-    request.targets = [t for t in request.targets if t.frame == frame]
-    if not request.targets:
-        raise BakeError(f"error colours: no target at frame {frame}")
-    prepared = prepare_fit(scene, ob, request, depsgraph)
-    objective = FitObjective(prepared.problem, prepared.settings, [])
-    return _ramp(objective.errors(values)[frame])
-
-
-def _ramp(error: np.ndarray) -> tuple[np.ndarray, float]:
-    top = float(error.max())
-    t = np.clip(error / top, 0.0, 1.0) if top > 0.0 else np.zeros_like(error)
-    colors = np.stack([t, 1.0 - t, np.zeros_like(t), np.ones_like(t)], axis=1)
-    return colors, top
 
 
 def unbake_object(ob: bpy.types.Object) -> bool:

@@ -7,8 +7,8 @@ import bpy
 import numpy as np
 
 from ...warp_core.fit.problem.rules import MESH_LOSSES, check_loss_name, check_parameters, check_targets
-from ..errors import FitInputError
-from ..models.registry import object_model, scene_model, scene_models
+from ..errors import FitInputError, setting
+from ..models.registry import model_label, object_model, scene_model, scene_models
 from ..request import FitRequest, request_from_object
 from ..warp_setup import resolve_device
 
@@ -32,7 +32,7 @@ def check_object(ob: bpy.types.Object | None) -> bpy.types.Modifier:
         if other is not None:
             hint = (
                 f", or fit its {other.modifier_label} modifier with the {other.modifier_label} model "
-                f"(Model in the panel, --model {other.name} in batch)"
+                f"({setting(f'Model: {model_label(other.name)} in the panel', f'--model {other.name}')})"
             )
         raise FitInputError(f"'{ob.name}' has no {label} modifier: add one in Properties > Physics{hint}")
     return mod
@@ -111,8 +111,8 @@ def unmodeled_warnings(
         it = "it" if len(found) == 1 else "them"
         raise FitInputError(
             f"'{ob.name}': {'; '.join(found)}; the fit does not simulate {it}: turn {it} off for the fit, "
-            "or pass --allow-unmodeled / tick Ignore Unsupported Settings to fit anyway (the result then "
-            "carries a warning)"
+            f"or {setting('tick Ignore Unsupported Settings', 'pass --allow-unmodeled')} to fit anyway "
+            "(the result then carries a warning)"
         )
     return [
         f"'{ob.name}': {what}; the fit does not simulate it, so the fitted values may make up for it"
@@ -164,11 +164,12 @@ def _check_target_object(ob: bpy.types.Object, object_name: str, k: int) -> None
         raise FitInputError(f"target {k} is the cloth object itself: pick another mesh or a shape key")
 
 
-def why_not_fittable(context: bpy.types.Context, busy: bool) -> str | None:
+def why_not_fittable(context: bpy.types.Context, busy: str | None) -> str | None:
     """One line saying why the Fit button is disabled, or None (for the panel; cheap).
-    ``busy``: a fit is running (the caller knows the session)."""
+    ``busy``: what is under way that keeps a fit from starting ("A fit is running"), or None
+    (the caller knows the running work)."""
     if busy:
-        return "A fit is running"
+        return busy
     ob = context.active_object
     try:
         check_object(ob)

@@ -4,22 +4,24 @@ from the cache start to the last target, its settings, and the targets."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import bpy
 import numpy as np
 
 from ...warp_core.errors import one_line
-from ...warp_core.fit import FitProblem, FitResult, FitSettings, Target, fit
+from ...warp_core.fit import FitProblem, FitResult, FitSettings, ProgressListener, Target, fit
+from ...warp_core.fit.optimizers.base import ProgressCallback
 from ...warp_core.fit.problem.rules import auto_loss
 from ...warp_core.mesh import ClothMesh
-from ..errors import FitInputError
+from ..errors import FitInputError, setting
 from ..mesh_read import object_matrix, triangles, world_positions
+from ..models.base import SceneModel
 from ..models.registry import scene_model
 from ..request import FitRequest, PreparedFit, TargetSpec
-from ..warp_setup import resolve_device
+from ..warp_setup import choose_device, resolve_device
 from .checks import check_request, check_rest_shape, check_scale, unmodeled_warnings
 from .footage import check_sees_cloth, read_camera, read_footage
+from .steps import StepGenerator, run_blocking
 
 # a target as read: world positions, triangles (surface loss), edges (object targets)
 _Read = tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
@@ -32,10 +34,31 @@ def prepare_fit(
     depsgraph: bpy.types.Depsgraph | None = None,
 ) -> PreparedFit:
     """Export the cloth, its pin goals (every frame from the cache start to the last target)
-    and the targets. Main thread; the scene frame and modifier flags are restored."""
+    and the targets. Main thread; the scene frame and modifier flags are restored. The
+    blocking run of :func:`prepare_fit_steps`."""
+    return run_blocking(prepare_fit_steps(scene, ob, request, depsgraph))
+
+
+def prepare_fit_steps(
+    scene: bpy.types.Scene,
+    ob: bpy.types.Object,
+    request: FitRequest,
+    depsgraph: bpy.types.Depsgraph | None = None,
+) -> StepGenerator[PreparedFit]:
+    """:func:`prepare_fit` as stepped work (``scene/steps.py``): a ``Step`` per frame of the
+    goal pass ("frame 37 of 250"), the PreparedFit its value, FitInputError its refusal.
+
+    A modal operator makes ``run = SteppedRun(prepare_fit_steps(scene, ob, request))`` in
+    ``invoke`` and calls ``run.advance(budget_s)`` on each timer event, returning
+    ``{"RUNNING_MODAL"}`` for every other event but Esc meanwhile (the scene sits at another
+    frame); once ``run.finished``, ``run.value`` is the PreparedFit or ``run.error`` the
+    FitInputError to report. Esc is ``run.cancel()``: the scene frame, subframe and modifier
+    flags are as they were at once. Several objects are one generator that runs
+    ``yield from within(prepare_fit_steps(...), offset, span, total)`` for each (one bar over
+    all of them)."""
     mod, start, end = check_request(scene, ob, request)
     model = scene_model(request.model)
-    device = resolve_device(request.device)
+    resolve_device(request.device)  # a device that does not exist is refused before the scene is read
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     last = max((t.frame for t in request.targets), default=start)
     footage, wanted, notes = None, set(), []
@@ -77,7 +100,9 @@ def prepare_fit(
         frames = list(range(start, last + 1))
         try:
             with sampler:
-                goals, _ = model.sample_goals(ob, depsgraph, scene, frames, on_frame=read_targets)
+                goals, _ = yield from model.sample_goals_steps(
+                    ob, depsgraph, scene, frames, on_frame=read_targets
+                )
         except ValueError as e:
             raise FitInputError(one_line(e)) from e
         if footage is not None:
@@ -115,7 +140,7 @@ def prepare_fit(
     except ValueError as e:
         raise FitInputError(f"'{ob.name}': {one_line(e)}") from e
     settings = FitSettings(
-        device=device,
+        device=sized_device(request.device, model, mesh.vertex_count),
         max_iterations=int(request.max_iterations),
         time_budget_s=request.time_budget_s,
         tolerance_m=request.tolerance_m,
@@ -145,8 +170,8 @@ def _targets(request: FitRequest, read: dict[int, _Read], mesh: ClothMesh, surfa
         if not surface and len(positions) != vertex_count:
             raise FitInputError(
                 f"target {t.describe()} has {len(positions)} vertices, the cloth has {vertex_count}: "
-                "a target of another topology needs the surface loss (Loss: Surface in the panel, "
-                "--loss surface or --loss auto in batch)"
+                "a target of another topology needs the surface loss "
+                f"({setting('Loss: Surface in the Solver panel', '--loss surface or --loss auto')})"
             )
         if len(positions) == 0:
             raise FitInputError(f"target {t.describe()} has no vertices")
@@ -175,7 +200,7 @@ def _check_vertex_order(t: TargetSpec, edges: np.ndarray | None, cloth_edges: np
             f"target {t.describe()} has the cloth's {n} vertices but not in the cloth's vertex order "
             f"(only {shared} of the cloth's {len(cloth_edges)} edges join the same two vertices in it): "
             "the vertex loss compares vertex by vertex; make the target from the cloth's mesh, or use "
-            "the surface loss (Loss: Surface in the panel, --loss surface in batch)"
+            f"the surface loss ({setting('Loss: Surface in the Solver panel', '--loss surface')})"
         )
 
 
@@ -201,8 +226,15 @@ def _read_target(
 
 def run_fit(
     prepared: PreparedFit,
-    progress: Callable[[int, float, dict[str, float]], None] | None = None,
+    progress: ProgressCallback | ProgressListener | None = None,
     cancel: threading.Event | None = None,
 ) -> FitResult:
     """Blocking fit on the calling thread (batch, ``execute``). Raises warp_core's FitError."""
     return fit(prepared.problem, prepared.settings, progress=progress, cancel=cancel)
+
+
+def sized_device(requested: str, model: SceneModel, vertex_count: int) -> str:
+    """The device a fit or bake of ``vertex_count`` vertices runs on: ``requested`` as asked,
+    or for Auto the CPU or a GPU by the measured crossover where the model has one."""
+    sized = vertex_count if model.auto_device_by_size else None
+    return choose_device(requested, sized, precision=model.precision).device

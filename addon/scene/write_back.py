@@ -10,13 +10,16 @@ import bpy
 
 from ...warp_core.fit import FitResult
 from ...warp_core.fit.verdict.report import json_safe
+from ...warp_core.targets.units import unit_of
 from ..errors import FitInputError
 from ..models.registry import object_model, parameter_names
 from ..request import PreparedFit
 from .bake import is_baked, unbake_object
 from .checks import check_object
 from .footage import store_bindings
+from .loss_curve import rmse_history, update_curve_image
 from .records import result_record
+from .staleness import FINGERPRINT_KEY, fit_fingerprint
 
 
 def write_back(
@@ -25,11 +28,18 @@ def write_back(
     result: FitResult,
     extra: dict[str, Any] | None = None,
     apply: bool = True,
+    fingerprint: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Store the result on the object and apply the fitted values to its modifier.
 
     ``extra`` joins the record: the objects fitted in the same run (``run_objects``) and,
     for a shared material, the shared fit's summary (``shared``).
+
+    The object's copy of the record (``result_json``) also keeps what only the panel reads:
+    the RMSE after each iteration (``rmse_history_m``, or ``_px``: the loss curve, also drawn
+    into the object's loss-curve image) and the fingerprint of the fit's inputs
+    (``fingerprint``: ``fingerprint`` when given, best taken as the fit started, else the
+    scene's now; see :mod:`.staleness`). The returned record, which reports list, has neither.
 
     Main thread, after a successful fit. ``apply=False`` stores the result without writing
     its values (the panel keeps a fit that did not match until the artist applies it).
@@ -38,7 +48,16 @@ def write_back(
     record.update(json_safe(extra or {}))
     if prepared.request.footage is not None:
         store_bindings(ob.fit_to_target, prepared.request.footage, result.track_errors, result.track_bindings)
-    return store_record(ob, record, apply)
+    unit = unit_of(record.get("unit"))
+    history = rmse_history(record)
+    kept = {
+        **record,
+        f"rmse_history_{unit.symbol}": history,
+        FINGERPRINT_KEY: fingerprint if fingerprint is not None else fit_fingerprint(ob, prepared.request),
+    }
+    store_record(ob, json_safe(kept), apply)
+    update_curve_image(ob, history, record.get(f"tolerance_{unit.symbol}"))
+    return record
 
 
 def store_record(ob: bpy.types.Object, record: dict[str, Any], apply: bool = True) -> dict[str, Any]:
@@ -79,14 +98,16 @@ def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
     return values
 
 
-def revert(ob: bpy.types.Object) -> dict[str, Any]:
-    """Put back the modifier values from before the fitted ones were applied (and unbake)."""
+def revert(ob: bpy.types.Object, remove_bake: bool = True) -> dict[str, Any]:
+    """Put back the modifier values from before the fitted ones were applied; with
+    ``remove_bake`` also remove the object's bake (its Mesh Cache modifier; the .pc2 file
+    stays), which showed the fitted values. Without it the bake stays and keeps playing."""
     mod = check_object(ob)
     s = ob.fit_to_target
     if not s.previous_values_json:
         raise FitInputError(f"'{ob.name}' has no previous values to revert to")
     previous = json.loads(s.previous_values_json)
-    if is_baked(ob):
+    if remove_bake and is_baked(ob):
         unbake_object(ob)
     object_model(ob).write_values(mod, previous)
     s.applied = False

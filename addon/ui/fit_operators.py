@@ -8,17 +8,32 @@ import bpy
 from bpy.props import BoolProperty
 
 from ...warp_core.fit import fit_shared
-from ...warp_core.fit.verdict.report import format_value, record_misfit
 from ..errors import FitInputError
 from ..job import FitJob, FitTask
-from ..request import PreparedFit, following, request_from_object
+from ..request import FitRequest, PreparedFit, following, request_from_object
 from ..scene.checks import check_object
-from ..scene.prepare import prepare_fit
-from ..scene.records import quoted_names, shared_summary
-from ..scene.write_back import write_back
-from ..session import active_session, begin_session, end_session
+from ..scene.loss_curve import update_curve_image
+from ..scene.prepare import prepare_fit_steps
+from ..scene.records import quoted_names
+from ..scene.staleness import fit_fingerprint
+from ..scene.steps import StepGenerator, SteppedRun, run_blocking, within
+from ..session import (
+    ExportProgress,
+    FitSession,
+    active_export,
+    active_session,
+    begin_export,
+    begin_session,
+    busy_with,
+    end_export,
+    end_session,
+)
+from .bake_operators import active_bake
+from .fit_results import write_results
 
 TIMER_STEP_S = 0.1  # how often the modal operator polls the worker's queue
+EXPORT_STEP_S = 0.01  # how soon the next slice of the scene read runs
+EXPORT_SLICE_S = 0.05  # main-thread time per slice: the interface redraws and hears Esc between
 
 
 def _redraw_panels(context: bpy.types.Context) -> None:
@@ -36,42 +51,15 @@ def _status(context: bpy.types.Context, text: str | None) -> None:
         workspace.status_text_set(text)
 
 
-def _summary(record: dict) -> str:
-    """One line for the info report: values before -> after and the error drop."""
-    initial = record.get("initial_params") or {}
-    parts = [
-        f"{name} {format_value(initial.get(name))} -> {format_value(value)}"
-        for name, value in (record.get("params") or {}).items()
-        if name not in (record.get("ties") or {})
-    ]
-    before, after = record_misfit(record, "initial_rmse"), record_misfit(record, "rmse")
-    rmse = f"RMSE {before} -> {after}"
-    return f"Fitted {record.get('name')}: " + ", ".join(parts) + f"; {rmse}"
-
-
-def report_result(op: bpy.types.Operator, record: dict, applied: bool = True) -> None:
-    """A converged fit is reported as information; any other outcome as a warning that says
-    why, so a fit that does not match its targets never reads as a success, and whether its
-    values were applied."""
-    outcome = record.get("outcome")
-    if outcome in (None, "converged"):
-        op.report({"INFO"}, _summary(record))
-        return
-    kept = "" if applied else "; the values were not applied: Apply Fitted Values uses them"
-    op.report(
-        {"WARNING"}, f"{_summary(record)}; NOT MATCHED ({outcome}): {record.get('outcome_reason')}{kept}"
-    )
-
-
 def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
-    """Remove the modal fit's timer, progress bar and status text, and end its session."""
+    """Remove the modal fit's timer and status text, and end its session."""
     wm = context.window_manager
     timer = getattr(op, "_timer", None)
     if timer is not None:
         wm.event_timer_remove(timer)
         op._timer = None
-    wm.progress_end()
     _status(context, None)
+    end_export()
     end_session()
 
 
@@ -87,15 +75,18 @@ def fit_objects(context: bpy.types.Context) -> list[bpy.types.Object]:
     return [active] + sorted(others, key=lambda o: o.name)
 
 
-def _prepare(op: bpy.types.Operator, context: bpy.types.Context, shared: bool) -> list[PreparedFit] | None:
-    """Every fitted object's fit exported on the main thread, the active one first; None
-    (reported, nothing started) when any cannot run. A shared fit takes its parameters,
-    ties and run settings from the active object."""
-    if active_session() is not None:
-        op.report({"ERROR"}, "A fit is already running: wait for it or cancel it")
+def _requests(
+    op: bpy.types.Operator, context: bpy.types.Context, shared: bool
+) -> list[tuple[bpy.types.Object, FitRequest]] | None:
+    """Every fitted object with its request, the active one first; None (reported, nothing
+    started) when any cannot run or other work is under way. A shared fit takes its
+    parameters, ties and run settings from the active object."""
+    busy = busy_with() or (f"A bake of '{active_bake().object_name}' is running" if active_bake() else None)
+    if busy is not None:
+        op.report({"ERROR"}, f"{busy}: wait for it or cancel it")
         return None
     objects = fit_objects(context)
-    prepared: list[PreparedFit] = []
+    pairs = []
     try:
         check_object(objects[0])
         lead = request_from_object(objects[0])
@@ -109,11 +100,35 @@ def _prepare(op: bpy.types.Operator, context: bpy.types.Context, shared: bool) -
             request = lead if ob == objects[0] else request_from_object(ob)
             if shared and ob != objects[0]:
                 request = following(request, lead)
-            prepared.append(prepare_fit(context.scene, ob, request))
+            pairs.append((ob, request))
     except FitInputError as e:
         op.report({"ERROR"}, str(e))
         return None
+    return pairs
+
+
+def export_steps(
+    scene: bpy.types.Scene, pairs: list[tuple[bpy.types.Object, FitRequest]]
+) -> StepGenerator[list[PreparedFit]]:
+    """Each object's fit read from the scene in turn (:func:`prepare_fit_steps`), as one
+    piece of stepped work: its progress says which object and frame."""
+    prepared = []
+    for k, (ob, request) in enumerate(pairs):
+        label = f"'{ob.name}': "
+        steps = prepare_fit_steps(scene, ob, request)
+        # the bar in thousandths: each object's frames map onto its share of them
+        prepared.append((yield from within(steps, 1000 * k, 1000, 1000 * len(pairs), label)))
     return prepared
+
+
+def fingerprints(prepared: list[PreparedFit]) -> dict[str, dict[str, str]]:
+    """Each object's fit inputs as they were read (see :mod:`..scene.staleness`), by name."""
+    found = {}
+    for p in prepared:
+        ob = bpy.data.objects.get(p.request.object_name)
+        if ob is not None:
+            found[ob.name] = fit_fingerprint(ob, p.request)
+    return found
 
 
 def fit_tasks(prepared: list[PreparedFit], shared: bool) -> list[FitTask]:
@@ -136,52 +151,8 @@ def _shared_flag(op: bpy.types.Operator, context: bpy.types.Context) -> bool:
     return bool(getattr(context.scene, "fit_to_target_shared", False))
 
 
-def write_results(op: bpy.types.Operator, prepared: list[PreparedFit], job: FitJob, shared: bool) -> set[str]:
-    """All scene writes of a run, on the main thread, in the operator's one undo step. A
-    cancelled run writes nothing at all; otherwise each object whose fit produced values
-    gets them, and each failure is reported by name."""
-    names = [p.request.object_name for p in prepared]
-    if job.cancel_requested or any(getattr(r, "cancelled", False) for r in job.results):
-        op.report({"WARNING"}, f"Fit of {quoted_names(names)} cancelled: nothing was changed")
-        return {"CANCELLED"}
-    written = 0
-    if shared:
-        outcome = job.results[0]
-        if outcome is None:
-            op.report({"ERROR"}, f"Shared fit of {quoted_names(names)} failed: {job.errors[0]}")
-            return {"CANCELLED"}
-        extra = {"run_objects": names, "shared": outcome.summary(names)}
-        pairs = list(zip(prepared, outcome.members, strict=True))
-        op.report(_level(outcome.joint.outcome), shared_summary(outcome.summary(names)))
-    else:
-        extra = {"run_objects": names}
-        pairs = []
-        for p, result, error in zip(prepared, job.results, job.errors, strict=True):
-            if result is None:
-                op.report({"ERROR"}, f"Fit of '{p.request.object_name}' failed: {error}")
-            else:
-                pairs.append((p, result))
-    for p, result in pairs:
-        ob = bpy.data.objects.get(p.request.object_name)
-        if ob is None:
-            op.report(
-                {"ERROR"}, f"'{p.request.object_name}' no longer exists: its fit result was not written"
-            )
-            continue
-        # a fit that does not match its targets is kept, not applied: the artist decides (Apply)
-        matched = (job.results[0].joint if shared else result).outcome == "converged"
-        report_result(op, write_back(ob, p, result, extra, apply=matched), applied=matched)
-        written += 1
-    return {"FINISHED"} if written else {"CANCELLED"}
-
-
-def _level(outcome: str | None) -> set[str]:
-    return {"INFO"} if outcome in (None, "converged") else {"WARNING"}
-
-
 class OBJECT_OT_fit_to_target(bpy.types.Operator):
-    """Fit the material settings of the active cloth and of every other selected object with
-    fit targets, so Blender's solver reaches the targets"""
+    """Fit the material settings of the active cloth and of every selected object with targets"""
 
     bl_idname = "object.fit_to_target"
     bl_label = "Fit to Target"
@@ -198,31 +169,39 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
     def execute(self, context: bpy.types.Context) -> set[str]:
         # Blocking path (scripts, background mode): same export, fits and write-back as the modal one.
         shared = _shared_flag(self, context)
-        prepared = _prepare(self, context, shared)
-        if prepared is None:
+        pairs = _requests(self, context, shared)
+        if pairs is None:
             return {"CANCELLED"}
+        try:
+            prepared = run_blocking(export_steps(context.scene, pairs))
+        except FitInputError as e:
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
+        read_as = fingerprints(prepared)
         job = make_job(fit_tasks(prepared, shared))
         job.run_here()
-        return write_results(self, prepared, job, shared)
+        return write_results(self, prepared, job, shared, read_as)
 
     def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
-        # Export on the main thread, fit in a worker; the modal timer keeps the UI responsive.
-        shared = _shared_flag(self, context)
-        prepared = _prepare(self, context, shared)
-        if prepared is None:
+        # The scene is read a slice per timer event (the interface shows its progress and
+        # hears Esc), then the fit runs in a worker while the artist keeps working. The
+        # progress shows in the panel and the status bar, never on the mouse cursor.
+        self._shared = _shared_flag(self, context)
+        pairs = _requests(self, context, self._shared)
+        if pairs is None:
             return {"CANCELLED"}
-        job = make_job(fit_tasks(prepared, shared))
-        session = begin_session(prepared, job, shared)
-        job.start()
+        export = begin_export([ob.name for ob, _ in pairs], SteppedRun(export_steps(context.scene, pairs)))
         wm = context.window_manager
-        wm.progress_begin(0, 1000)
-        self._timer = wm.event_timer_add(TIMER_STEP_S, window=context.window)
+        self._timer = wm.event_timer_add(EXPORT_STEP_S, window=context.window)
         wm.modal_handler_add(self)
-        _status(context, session.status_text())
+        _status(context, export.status_text())
         _redraw_panels(context)
         return {"RUNNING_MODAL"}
 
     def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+        export = active_export()
+        if export is not None:
+            return _modal_export(self, context, event, export)
         session = active_session()
         if session is None:  # ended elsewhere (file load)
             return {"CANCELLED"}
@@ -235,22 +214,73 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
+        drawn = len(session.rmse_points)
         session.update(session.job.poll())
+        if len(session.rmse_points) != drawn:
+            _draw_curve(session)
         if session.job.finished:
             _end_modal(self, context)
             _redraw_panels(context)
-            return write_results(self, session.prepared, session.job, session.shared)
-        context.window_manager.progress_update(round(1000 * session.factor))
+            return write_results(self, session.prepared, session.job, session.shared, self._read_as)
         _status(context, session.status_text())
         _redraw_panels(context)
         return {"PASS_THROUGH"}
 
     def cancel(self, context: bpy.types.Context) -> None:
-        # Blender ends the operator (new file, quit): stop the worker, write nothing.
+        # Blender ends the operator (new file, quit): stop the scene read or the worker, write nothing.
+        export = active_export()
+        if export is not None:
+            export.run.cancel()
         session = active_session()
         if session is not None:
             session.job.cancel()
         _end_modal(self, context)
+
+
+def _modal_export(
+    op: bpy.types.Operator, context: bpy.types.Context, event: bpy.types.Event, export: ExportProgress
+) -> set[str]:
+    """The scene read: a slice per timer event; Esc stops it with the scene as it was.
+    Other events wait: mid-read the scene sits at another frame and must not be edited."""
+    run = export.run
+    if event.type == "ESC" and event.value == "PRESS":
+        run.cancel()
+        _end_modal(op, context)
+        op.report({"WARNING"}, f"Fit of {quoted_names(export.object_names)} cancelled: nothing was changed")
+        _redraw_panels(context)
+        return {"CANCELLED"}
+    if event.type != "TIMER":
+        return {"RUNNING_MODAL"}
+    run.advance(EXPORT_SLICE_S)
+    if not run.finished:
+        _status(context, export.status_text())
+        _redraw_panels(context)
+        return {"PASS_THROUGH"}
+    if run.error is not None or run.value is None:
+        _end_modal(op, context)
+        error = run.error
+        message = str(error) if isinstance(error, FitInputError) else f"unexpected error: {error!r}"
+        op.report({"ERROR"}, message)
+        _redraw_panels(context)
+        return {"CANCELLED"}
+    prepared = run.value
+    op._read_as = fingerprints(prepared)
+    job = make_job(fit_tasks(prepared, op._shared))
+    session = begin_session(prepared, job, op._shared)
+    job.start()
+    wm = context.window_manager
+    wm.event_timer_remove(op._timer)
+    op._timer = wm.event_timer_add(TIMER_STEP_S, window=context.window)
+    _status(context, session.status_text())
+    _redraw_panels(context)
+    return {"PASS_THROUGH"}
+
+
+def _draw_curve(session: FitSession) -> None:
+    """The RMSE so far into the fitted object's loss-curve image (the panel shows it live)."""
+    ob = bpy.data.objects.get(session.object_names[min(session.task, len(session.object_names) - 1)])
+    if ob is not None:
+        update_curve_image(ob, session.rmse_points, None)
 
 
 class OBJECT_OT_fit_to_target_cancel(bpy.types.Operator):

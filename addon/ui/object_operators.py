@@ -1,5 +1,5 @@
 """Operators on the active object's fit: its targets, Apply/Revert of the fitted values
-(also for every object of the same run), and Bake/Unbake.
+(also for every object of the same run), and Unbake (Bake is in ``bake_operators``).
 
 No ``from __future__ import annotations``: Blender reads operator properties from the class
 annotations, which must stay objects.
@@ -11,14 +11,38 @@ import bpy
 from bpy.props import BoolProperty
 
 from ..errors import FitInputError
-from ..scene.bake import bake_object, unbake_object
+from ..models.registry import object_model
+from ..scene.bake import is_baked, unbake_object
 from ..scene.checks import check_object
 from ..scene.write_back import apply_result, revert
-from ..session import active_session
+
+
+def check_target_frame(ob: bpy.types.Object, frame: int) -> None:
+    """FitInputError unless ``frame`` can take a new target of ``ob``: after its simulation's
+    cache start, no later than its end, and not the frame of one of its targets."""
+    mod = check_object(ob)
+    model = object_model(ob)
+    start, end = model.cache_frame_range(mod)
+    if not start < frame <= end:
+        raise FitInputError(
+            f"frame {frame} is outside the {model.modifier_label.lower()} cache range {start}-{end} of "
+            f"'{ob.name}': a target lies after the cache start, at frames {start + 1}-{end}; go to one "
+            f"of those, or change the range (Physics > {model.modifier_label} > Cache)"
+        )
+    for t in ob.fit_to_target.targets:
+        if t.frame == frame:
+            if t.kind == "SHAPE_KEY":
+                what = f"shape key '{t.shape_key}'"
+            else:
+                what = f"'{t.object.name}'" if t.object is not None else "a target with no object"
+            raise FitInputError(
+                f"'{ob.name}' already has a target at frame {frame} ({what}): one target per frame; "
+                "remove that one first (Remove Fit Target), or go to another frame"
+            )
 
 
 class OBJECT_OT_fit_to_target_add_target(bpy.types.Operator):
-    """Add a target at the current frame: the selected other mesh object, or the active shape key"""
+    """Add a target at the current frame: the one other selected mesh object, or the active shape key"""
 
     bl_idname = "object.fit_to_target_add_target"
     bl_label = "Add Current Frame"
@@ -36,12 +60,27 @@ class OBJECT_OT_fit_to_target_add_target(bpy.types.Operator):
         level = "INFO"
         others = [o for o in context.selected_objects if o != ob and o.type == "MESH"]
         key = ob.active_shape_key if ob.data.shape_keys is not None else None
+        if len(others) > 1:
+            # which one is meant cannot be told: the active object is the cloth
+            listed = ", ".join(f"'{o.name}'" for o in others)
+            self.report(
+                {"ERROR"},
+                f"{len(others)} other meshes are selected ({listed}): select only the target mesh "
+                f"and '{ob.name}' (active), then add the frame again",
+            )
+            return {"CANCELLED"}
+        adds_key = not others and key is not None and ob.active_shape_key_index > 0
+        try:
+            if others or adds_key:  # else: nothing to add, said below
+                check_target_frame(ob, frame)
+        except FitInputError as e:
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
         if others:
-            for other in others:
-                item = s.targets.add()
-                item.kind, item.object, item.frame = "OBJECT", other, frame
-            names = ", ".join(o.name for o in others)
-        elif key is not None and ob.active_shape_key_index > 0:
+            item = s.targets.add()
+            item.kind, item.object, item.frame = "OBJECT", others[0], frame
+            names = f"'{others[0].name}'"
+        elif adds_key:
             item = s.targets.add()
             item.kind, item.shape_key, item.frame = "SHAPE_KEY", key.name, frame
             names = f"shape key '{key.name}'"
@@ -77,7 +116,7 @@ class OBJECT_OT_fit_to_target_remove_target(bpy.types.Operator):
 
 
 class _ObjectResultOperator(bpy.types.Operator):
-    """Base for Apply/Revert/Bake/Unbake: act on the active object, one clear error message."""
+    """Base for Apply/Revert/Unbake: act on the active object, one clear error message."""
 
     bl_options = {"REGISTER", "UNDO"}
 
@@ -154,11 +193,35 @@ class OBJECT_OT_fit_to_target_apply(_RunResultOperator):
 
 
 class OBJECT_OT_fit_to_target_revert(_RunResultOperator):
-    """Put back the cloth modifier values from before the fitted ones were applied, and unbake"""
+    """Put back the modifier values from before the fitted ones were applied; keep or remove a bake"""
 
     bl_idname = "object.fit_to_target_revert"
     bl_label = "Revert Fitted Values"
     done_message = "Reverted {names} to the previous settings"
+
+    remove_bake: BoolProperty(  # type: ignore[valid-type]
+        name="Remove Bake",
+        description="Also remove the bake (its Mesh Cache modifier; the .pc2 file stays): it plays the "
+        "fitted values, not the reverted ones. Unticked, the bake stays and keeps playing",
+        default=False,
+        options={"SKIP_SAVE"},
+    )
+
+    def baked(self, context: bpy.types.Context) -> list[bpy.types.Object]:
+        ob = context.active_object
+        if ob is None:
+            return []
+        return [o for o in (run_objects(ob) if self.all_objects else [ob]) if is_baked(o)]
+
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+        if self.baked(context):  # keep the bake or not: the artist says
+            return context.window_manager.invoke_props_dialog(self, confirm_text="Revert")
+        return self.execute(context)
+
+    def draw(self, context: bpy.types.Context) -> None:
+        names = ", ".join(f"'{o.name}'" for o in self.baked(context))
+        self.layout.label(text=f"{names}: baked with the fitted values")
+        self.layout.prop(self, "remove_bake")
 
     def check(self, ob):
         check_object(ob)
@@ -166,20 +229,15 @@ class OBJECT_OT_fit_to_target_revert(_RunResultOperator):
             raise FitInputError(f"'{ob.name}' has no previous values to revert to")
 
     def act(self, ob):
-        revert(ob)
-
-
-class OBJECT_OT_fit_to_target_bake(_ObjectResultOperator):
-    """Bake the cloth (its current settings) to a .pc2 point cache played by a Mesh Cache modifier"""
-
-    bl_idname = "object.fit_to_target_bake"
-    bl_label = "Bake Fit Simulation"
+        revert(ob, remove_bake=self.remove_bake)
 
     def run(self, context, ob):
-        if active_session() is not None:
-            raise FitInputError("A fit is running: bake when it has finished")
-        info = bake_object(context.scene, ob)
-        return ("WARNING" if info.temporary or info.warnings else "INFO", info.message)
+        kept = [] if self.remove_bake else self.baked(context)
+        level, text = super().run(context, ob)
+        if kept:  # say so: the bake plays the fitted values, the modifier now holds the others
+            names = ", ".join(f"'{o.name}'" for o in kept)
+            text += f"; the bake of {names} stays and plays the fitted values (Remove Fit Bake removes it)"
+        return level, text
 
 
 class OBJECT_OT_fit_to_target_unbake(_ObjectResultOperator):
@@ -199,6 +257,5 @@ classes = (
     OBJECT_OT_fit_to_target_remove_target,
     OBJECT_OT_fit_to_target_apply,
     OBJECT_OT_fit_to_target_revert,
-    OBJECT_OT_fit_to_target_bake,
     OBJECT_OT_fit_to_target_unbake,
 )

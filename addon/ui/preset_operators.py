@@ -127,6 +127,7 @@ class FIT_OT_preset_use_as_start(_ActiveObjectPresetOperator):
             return {"CANCELLED"}
         # quality too: the fit then runs, and its result is applied, at the preset's quality
         settings.start_values_json = json.dumps(preset.values)
+        settings.start_values_name = preset.name  # the panel says which, with a button to clear it
         self.report({"INFO"}, f"The next fit of {ob.name} starts from preset {preset.name!r}")
         return {"FINISHED"}
 

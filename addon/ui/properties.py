@@ -18,8 +18,10 @@ from bpy.props import (
 )
 
 from ...warp_core.models import get_model
+from ..models.parameter_rows import parameter_rows
 from ..models.registry import MODEL_FROM_MODIFIER, MODEL_ITEMS, scene_models
 from ..warp_setup import configure_warp
+from .switches import auto_switch, explicit_switch, last_frame_switch
 
 LOSS_ITEMS = [
     ("VERTEX", "Same topology", "Distance of each cloth vertex to the same vertex of the target"),
@@ -36,13 +38,19 @@ class FIT_PG_target(bpy.types.PropertyGroup):
 
     kind: EnumProperty(
         name="Kind",
+        description="What the cloth should match at the frame: a mesh object or a shape key of the cloth",
         items=[
             ("OBJECT", "Object", "A mesh object, evaluated at the target frame (world space)"),
             ("SHAPE_KEY", "Shape Key", "A shape key of the cloth object itself"),
         ],
         default="OBJECT",
     )
-    object: PointerProperty(name="Target", type=bpy.types.Object, poll=_mesh_only)
+    object: PointerProperty(
+        name="Target",
+        type=bpy.types.Object,
+        poll=_mesh_only,
+        description="The mesh the cloth should match, evaluated at the target frame (world space)",
+    )
     shape_key: StringProperty(name="Shape Key", description="Name of a shape key of the cloth object")
     frame: IntProperty(
         name="Frame", description="Frame at which the cloth should match the target", default=1
@@ -76,7 +84,7 @@ def _bind_to_vertex(self: "FIT_PG_track_binding", _context: bpy.types.Context) -
 class FIT_PG_track_binding(bpy.types.PropertyGroup):
     """Where one track sits on the cloth (filled by Bind Tracks; a vertex can be picked)."""
 
-    track: StringProperty(name="Track")
+    track: StringProperty(name="Track", description="Name of the track in the clip")
     use: BoolProperty(name="Use", description="Fit to this track's markers", default=True)
     weight: FloatProperty(
         name="Weight",
@@ -86,7 +94,12 @@ class FIT_PG_track_binding(bpy.types.PropertyGroup):
         min=0.0,
         soft_max=10.0,
     )
-    how: EnumProperty(name="Bound By", items=BINDING_ITEMS, default="NONE")
+    how: EnumProperty(
+        name="Bound By",
+        description="How the track was bound to the cloth",
+        items=BINDING_ITEMS,
+        default="NONE",
+    )
     vertex: IntProperty(
         name="Vertex",
         description="Bind the track to this vertex of the cloth (-1: as found by Bind Tracks)",
@@ -94,8 +107,18 @@ class FIT_PG_track_binding(bpy.types.PropertyGroup):
         min=-1,
         update=_bind_to_vertex,
     )
-    triangle: IntVectorProperty(name="Triangle", size=3, default=(0, 0, 0))
-    barycentric: FloatVectorProperty(name="Barycentric", size=3, default=(1.0, 0.0, 0.0))
+    triangle: IntVectorProperty(
+        name="Triangle",
+        description="The cloth vertices the track is bound between",
+        size=3,
+        default=(0, 0, 0),
+    )
+    barycentric: FloatVectorProperty(
+        name="Barycentric",
+        description="Where in its triangle the track is bound (weights of the three vertices)",
+        size=3,
+        default=(1.0, 0.0, 0.0),
+    )
     error_px: FloatProperty(name="Error", description="RMS pixel error after the last fit", default=-1.0)
 
 
@@ -118,7 +141,13 @@ def device_items() -> list[tuple[str, str, str, int]]:
         except Exception:  # no driver, no Warp: the CPU is still there
             pass
         best = gpus[0][1] if gpus else "CPU"
-        items.insert(0, ("AUTO", "Best Available", f"Currently {best}", 0))
+        auto = (
+            f"The CPU for cloths of fewer vertices than where {best} was measured faster, "
+            f"{best} from there (or always, where no GPU was measured)"
+            if gpus
+            else "The CPU: no CUDA device found"
+        )
+        items.insert(0, ("AUTO", "Best Available", auto, 0))
         _device_items_cache[:] = items
     return _device_items_cache
 
@@ -131,10 +160,24 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     """Fit settings of one object. Each model's ``fit_<parameter>`` booleans and tie options
     are added below."""
 
-    model: EnumProperty(name="Model", items=MODEL_ITEMS, default=MODEL_FROM_MODIFIER)
-    targets: CollectionProperty(type=FIT_PG_target)
-    active_target_index: IntProperty(default=0)
-    target_source: EnumProperty(name="Targets", items=TARGET_SOURCE_ITEMS, default="MESHES")
+    model: EnumProperty(
+        name="Model",
+        description="The material model whose settings are fitted",
+        items=MODEL_ITEMS,
+        default=MODEL_FROM_MODIFIER,
+    )
+    targets: CollectionProperty(
+        type=FIT_PG_target, name="Targets", description="Where the cloth should be at chosen frames"
+    )
+    active_target_index: IntProperty(
+        name="Active Target", description="The target selected in the list", default=0
+    )
+    target_source: EnumProperty(
+        name="Targets",
+        description="What the cloth is fitted to: meshes or shape keys, or tracked footage",
+        items=TARGET_SOURCE_ITEMS,
+        default="MESHES",
+    )
     clip: PointerProperty(name="Clip", type=bpy.types.MovieClip, description="The tracked footage")
     tracking_object: StringProperty(
         name="Tracking Object",
@@ -159,33 +202,68 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     )
     tolerance_px: FloatProperty(
         name="Tolerance (px)",
-        description="Reprojection RMSE that counts as matching the tracks (0: 1 pixel)",
-        default=0.0,
+        description="Reprojection RMSE that counts as matching the tracks",
+        default=1.0,
         min=0.0,
         subtype="PIXEL",
     )
-    bindings: CollectionProperty(type=FIT_PG_track_binding)
-    active_binding_index: IntProperty(default=0)
-    loss: EnumProperty(name="Loss", items=LOSS_ITEMS, default="VERTEX")
-    max_iterations: IntProperty(name="Max Iterations", default=30, min=1, soft_max=200)
+    use_auto_tolerance_px: BoolProperty(
+        name="Automatic Tolerance (px)",
+        description="Count the tracks as matched within a reprojection RMSE of 1 pixel; untick to choose "
+        "the tolerance",
+        **auto_switch("tolerance_px", 1.0),
+    )
+    bindings: CollectionProperty(
+        type=FIT_PG_track_binding,
+        name="Track Bindings",
+        description="Where each track of the clip sits on the cloth",
+    )
+    active_binding_index: IntProperty(
+        name="Active Binding", description="The track binding selected in the list", default=0
+    )
+    loss: EnumProperty(
+        name="Loss",
+        description="How the distance to the targets is measured",
+        items=LOSS_ITEMS,
+        default="VERTEX",
+    )
+    max_iterations: IntProperty(
+        name="Max Iterations",
+        description="Stop after this many optimizer iterations (each runs the simulation at least once)",
+        default=30,
+        min=1,
+        soft_max=200,
+    )
     time_budget: FloatProperty(
         name="Time Budget",
-        description="Stop after this many seconds (0: no limit)",
-        default=0.0,
+        description="Stop after this many seconds",
+        default=60.0,
         min=0.0,
         subtype="TIME_ABSOLUTE",
         unit="TIME_ABSOLUTE",
     )
+    use_time_budget: BoolProperty(
+        name="Limit Time",
+        description="Stop the fit after a time budget; unticked, only Max Iterations stops it",
+        **explicit_switch("time_budget", 60.0),
+    )
     tolerance: FloatProperty(
         name="Tolerance",
-        description="RMSE that counts as matching the targets (0: automatic, the smaller of 1 mm and 0.1 % "
-        "of the motion); raise it for noisy targets such as scans",
-        default=0.0,
+        description="RMSE that counts as matching the targets; raise it for noisy targets such as scans",
+        default=1e-3,
         min=0.0,
         subtype="DISTANCE",
         unit="LENGTH",
     )
-    device: EnumProperty(name="Device", items=_device_enum_items)
+    use_auto_tolerance: BoolProperty(
+        name="Automatic Tolerance",
+        description="Count the targets as matched within the smaller of 1 mm and 0.1 % of their motion; "
+        "untick to choose the tolerance",
+        **auto_switch("tolerance", 1e-3),
+    )
+    device: EnumProperty(
+        name="Device", description="Where the fit's simulations run", items=_device_enum_items
+    )
     start_values_json: StringProperty(
         name="Start Values",
         description="JSON {parameter: value} used instead of the modifier's values as fit start values",
@@ -212,20 +290,38 @@ class FIT_PG_settings(bpy.types.PropertyGroup):
     )
     error_frame: IntProperty(
         name="Error Frame",
-        description="Target frame of the error colors (0: the last target frame)",
+        description="Target frame of the error colors",
         default=0,
         min=0,
+    )
+    use_auto_error_frame: BoolProperty(
+        name="Last Target Frame",
+        description="Color the errors at the last target frame; untick to choose the target frame",
+        # a view of error_frame, where the bake reads 0 as the last target frame
+        **last_frame_switch("error_frame"),
+    )
+    start_values_name: StringProperty(
+        name="Start Values From", description="The preset the start values come from (empty: typed in)"
+    )
+    error_overlay_json: StringProperty(
+        name="Error Overlay", description="The fit error shown in the viewport, and what to restore (JSON)"
     )
 
 
 def _add_model_options(annotations: dict) -> None:
-    """A ``fit_<parameter>`` check box per parameter and a box per tie option, of every model."""
+    """A ``fit_<parameter>`` check box per parameter and a box per tie option, of every model,
+    named after Blender's name of the setting ("Fit Air Viscosity")."""
     for model in scene_models():
-        what = f"the {model.modifier_label.lower()} modifier's"
+        rows = parameter_rows(model.parameter_groups)
         for p in get_model(model.name).parameters:
-            ticked = p.name in model.default_fit
-            text = f"Fit {what} {p.label.lower()}"
-            check_box = BoolProperty(name=p.label, description=text, default=ticked)
+            row = rows.get(p.name)
+            label = row.label if row is not None else p.label
+            about = f": {row.description}" if row is not None and row.description else ""
+            check_box = BoolProperty(
+                name=f"Fit {label}",
+                description=f"Let the fit find the {model.modifier_label.lower()}'s {label}{about}",
+                default=p.name in model.default_fit,
+            )
             annotations.setdefault(f"fit_{p.name}", check_box)
         for tie in model.ties:
             annotations.setdefault(

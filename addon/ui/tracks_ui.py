@@ -13,12 +13,15 @@ from ..models.registry import object_model
 from ..request import footage_from_settings
 from ..scene.checks import check_object
 from ..scene.footage import auto_bindings, describe_unbound, find_footage
+from .text_wrap import wrapped_label
 
 # how many of the worst tracks the result lists
 WORST_SHOWN = 5
 
 
 class FIT_UL_track_bindings(bpy.types.UIList):
+    """Track bindings: used or not, the track, how it is bound and its error after the last fit."""
+
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0):
         row = layout.row(align=True)
         row.prop(item, "use", text="")
@@ -28,34 +31,38 @@ class FIT_UL_track_bindings(bpy.types.UIList):
 
 
 def draw_tracks(layout: bpy.types.UILayout, s: bpy.types.PropertyGroup) -> None:
-    box = layout.box()
-    box.prop(s, "clip")
-    box.prop(s, "tracking_object")
-    box.prop(s, "camera")
-    box.prop(s, "huber_px")
-    row = box.row()
-    row.template_list("FIT_UL_track_bindings", "", s, "bindings", s, "active_binding_index", rows=4)
-    box.operator("object.fit_to_target_bind_tracks", icon="TRACKER")
+    """The footage (clip, tracking object, camera), the binding list and its operators."""
+    col = layout.column()
+    col.prop(s, "clip")
+    col.prop(s, "tracking_object")
+    col.prop(s, "camera")
+    col.prop(s, "huber_px")
+    layout.template_list("FIT_UL_track_bindings", "", s, "bindings", s, "active_binding_index", rows=4)
+    layout.operator("object.fit_to_target_bind_tracks", icon="TRACKER")
     if 0 <= s.active_binding_index < len(s.bindings):
         item = s.bindings[s.active_binding_index]
-        row = box.row(align=True)
-        row.prop(item, "vertex")
-        row.prop(item, "weight")
-        box.operator("object.fit_to_target_bind_vertex", icon="VERTEXSEL")
+        col = layout.column(align=True)
+        col.prop(item, "vertex")
+        col.prop(item, "weight")
+        layout.operator("object.fit_to_target_bind_vertex", icon="VERTEXSEL")
 
 
-def draw_worst_tracks(box: bpy.types.UILayout, record: dict) -> None:
+def draw_worst_tracks(
+    layout: bpy.types.UILayout, ob: bpy.types.Object, record: dict, width_chars: int
+) -> None:
+    """A Result row: the tracks the last fit of ``ob`` matched worst, with their RMS pixel errors."""
     errors = record.get("track_errors_px") or {}
     if not errors:
         return
     worst = sorted(errors.items(), key=lambda item: -item[1])[:WORST_SHOWN]
     text = ", ".join(f"{name} {err:.2f} px" for name, err in worst)
-    box.label(text=f"Worst tracks: {text}", icon="TRACKER")
+    wrapped_label(layout, f"Worst tracks: {text}", width_chars, icon="TRACKER")
 
 
 class OBJECT_OT_fit_to_target_bind_tracks(bpy.types.Operator):
-    """Bind the clip's tracks to the cloth at its cache start frame: the point nearest each solved bundle,
-    or where the ray through its marker meets the cloth (hand-picked vertices are kept)"""
+    """Bind the clip's tracks to the cloth: nearest each solved bundle, or where the marker's ray meets it"""
+
+    # at the cloth's cache start frame; tracks bound to a hand-picked vertex keep it
 
     bl_idname = "object.fit_to_target_bind_tracks"
     bl_label = "Bind Tracks"

@@ -268,7 +268,7 @@ def demo_operator_fit() -> dict[str, Any]:
     out["trajectory"] = model_trajectory(ob, frames[-1])
     out["pc2"] = pc2.read_pc2(folder / "fit_cache" / bake.bake_filename("Cloth"))
 
-    out["revert_result"] = bpy.ops.object.fit_to_target_revert()
+    out["revert_result"] = bpy.ops.object.fit_to_target_revert(remove_bake=True)
     out["reverted"] = modifier_values(ob)
     out["stack_reverted"] = modifier_stack(ob)
     out["state_reverted"] = fit_state(ob)

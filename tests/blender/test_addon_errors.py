@@ -9,8 +9,10 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-from addon_scenes import bake, clamped_cloth, fit_request, object_operators, prepare, snapshot
+from addon_scenes import addon_module, bake, clamped_cloth, fit_request, prepare, snapshot
 from blender_ref import ClothMesh, grid_mesh, make_cloth_object, pin_row_weights
+
+bake_operators = addon_module("ui.bake_operators")
 
 
 def _fit_error(ob_for_snapshot: bpy.types.Object | None, folder: Path | None) -> str:
@@ -75,7 +77,7 @@ def test_target_vertex_count_differs_with_same_topology_loss(cloth) -> None:
     message = _fit_error(ob, folder)
     assert message == (
         "target 'Small' at frame 10 has 25 vertices, the cloth has 64: a target of another topology "
-        "needs the surface loss (Loss: Surface in the panel, --loss surface or --loss auto in batch)"
+        "needs the surface loss (Loss: Surface in the Solver panel)"
     )
     # the check is about the loss: with the surface loss the same target is accepted
     ob.fit_to_target.loss = "SURFACE"
@@ -117,7 +119,7 @@ def test_bake_in_unsaved_file_uses_temp_dir_and_says_so(tmp_path: Path) -> None:
     assert not bpy.data.filepath
     standin = _StandIn()
     try:
-        assert object_operators.OBJECT_OT_fit_to_target_bake.execute(standin, bpy.context) == {"FINISHED"}
+        assert bake_operators.OBJECT_OT_fit_to_target_bake.execute(standin, bpy.context) == {"FINISHED"}
         ((kind, message),) = standin.reports
         state = json.loads(ob.fit_to_target.bake_json)
         path = Path(state["filepath"])
@@ -160,4 +162,4 @@ class _StandIn:
         self.reports.append((set(kind), message))
 
     def run(self, context, ob):
-        return object_operators.OBJECT_OT_fit_to_target_bake.run(self, context, ob)
+        return bake_operators.OBJECT_OT_fit_to_target_bake.run(self, context, ob)

@@ -8,7 +8,10 @@ synthetic events, exactly as Blender's event loop would.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -29,6 +32,10 @@ from addon_scenes import (
 from blender_ref import ClothMesh, make_cloth_object, pin_row_weights
 
 FitJob = job_module.FitJob
+FitSession = fit_session.FitSession
+# the units of the add-on's own copy of warp_core (the one its job and session use)
+units = importlib.import_module(job_module.Unit.__module__)
+METRES, PIXELS = units.METRES, units.PIXELS
 FIT_OP = fit_operators.OBJECT_OT_fit_to_target
 TRUTH = {"tension_stiffness": 30.0, "compression_stiffness": 30.0, "bending_stiffness": 1.5}
 # Every wait below ends as soon as the work does; this limit only stops a test that hangs,
@@ -126,6 +133,14 @@ def run_timers(op, ctx, until=None, timeout: float = HANG_GUARD_S) -> set[str]:
     raise AssertionError(f"the fit hung: no end after {timeout:g} s")
 
 
+def start_fitting(op, ctx) -> FitSession:
+    """Timer events until the scene is read and the worker fits; the fit's session."""
+    run_timers(op, ctx, until=lambda: fit_session.active_session() is not None)
+    session = fit_session.active_session()
+    assert session is not None, op.reports
+    return session
+
+
 @pytest.fixture
 def saved_scene(tmp_path: Path) -> tuple[bpy.types.Object, Path]:
     """An 8x8 cantilever with targets from Blender's solver, saved (files are part of the checks)."""
@@ -158,6 +173,14 @@ def test_fit_job_queue_progress_cancel_and_errors() -> None:
     ]
     assert job.finished and job.result == "result" and job.error is None
     assert job.poll() == []
+    # a fit function that reports only iterations and losses: no phase or RMSE to show
+    settings = SimpleNamespace(max_iterations=30, time_budget_s=None)
+    session = FitSession(
+        [SimpleNamespace(request=SimpleNamespace(object_name="Cloth"), settings=settings)], job
+    )
+    session.update(messages)
+    assert session.progress_text() == "Cloth: iteration 2/30, loss 0.3333"
+    assert session.factor == pytest.approx(2 / 30) and session.progress_messages == 3
     with pytest.raises(RuntimeError):
         job.start()
 
@@ -199,9 +222,14 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
 
     assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
     assert ctx.window_manager.handlers == [op] and len(ctx.window_manager.timers) == 1
-    session = fit_session.active_session()
-    assert session is not None and session.job.running
-    assert ctx.window_manager.progress_range == (0, 1000)
+    # first the scene is read, a slice per timer event; no other event reaches the scene meanwhile
+    export = fit_session.active_export()
+    assert export is not None and fit_session.active_session() is None
+    assert FIT_OP.modal(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+    session = start_fitting(op, ctx)
+    assert session.job.running and fit_session.active_export() is None
+    assert export.factor == 1.0 and export.text.startswith("Reading the scene: 'Cloth': frame ")
+    assert ctx.window_manager.progress_range is None  # no counter on the mouse cursor
     # while the worker runs: other events pass through, the scene is not written
     assert FIT_OP.modal(op, ctx, event("MOUSEMOVE")) == {"PASS_THROUGH"}
     assert modifier_values(ob) == before and ob.fit_to_target.result_json == ""
@@ -213,12 +241,27 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
     assert run_timers(op, ctx) == {"FINISHED"}
     record = json.loads(ob.fit_to_target.result_json)
 
-    # progress arrived while it ran: iterations counted up through the window manager and status bar
-    progress = ctx.window_manager.progress
-    assert progress and progress == sorted(progress) and max(progress) >= 1
+    # progress arrived while it ran, in the status bar only (the cursor stayed a cursor): the
+    # fit's phase, its RMSE in millimetres and the time, never a raw loss
+    wm = ctx.window_manager
+    assert wm.progress_range is None and wm.progress == [] and wm.progress_ended == 0
     assert session.progress_messages == record["iterations"] + 1  # iteration 0 is the start point
-    assert any(text and "iteration" in text and "loss" in text for text in ctx.status)
-    assert ctx.status[-1] is None and ctx.window_manager.progress_ended == 1 and not ctx.window_manager.timers
+    texts = [text for text in ctx.status if text]
+    reading = [t for t in texts if t.startswith("Fit to Target: Reading the scene: ")]
+    assert reading and texts[: len(reading)] == reading
+    texts = texts[len(reading) :]
+    assert texts and all(
+        t.startswith("Fit to Target: Cloth: ") and t.endswith(" (Esc to cancel)") for t in texts
+    )
+    said = ("compiling kernels", "simulating the start values", "refinement, iteration", "rounding check")
+    assert all(any(phase in t for phase in said) and " elapsed" in t for t in texts[1:]), texts
+    assert any(re.search(r" · RMSE [0-9.]+ mm · ", t) for t in texts) and not any("loss" in t for t in texts)
+    # the RMSE it showed is the fit's own, at the start values and at the end
+    assert session.initial_rmse == pytest.approx(record["initial_rmse_m"], rel=1e-9)
+    shown = re.search(r" · RMSE ([0-9.]+) mm · ", session.progress_text())
+    assert shown and float(shown.group(1)) == pytest.approx(1000.0 * record["rmse_m"], rel=5.1e-3)
+    assert session.phase == "rounding"  # a converged fit's last phase (no collision objects)
+    assert ctx.status[-1] is None and not wm.timers
     assert fit_session.active_session() is None
     assert op.reports and op.reports[-1][0] == {"INFO"} and "RMSE" in op.reports[-1][1]
 
@@ -233,6 +276,55 @@ def test_modal_fit_progress_and_write_back(saved_scene) -> None:
     assert bpy.ops.object.fit_to_target() == {"FINISHED"}
     again = json.loads(ob.fit_to_target.result_json)
     assert again["params"] == record["params"] and again["iterations"] == record["iterations"]
+
+
+def test_the_bar_covers_the_run_and_the_text_says_phase_rmse_and_time() -> None:
+    """Two objects with a 10 s time budget each, on a clock the test moves: the second object's
+    bar starts at half the bar, its budget counted from its own start (not from the run's);
+    the text says the phase, the best RMSE in the target's unit and the time taken and left."""
+    now = [100.0]
+    settings = SimpleNamespace(max_iterations=30, time_budget_s=10.0)
+    prepared = [
+        SimpleNamespace(request=SimpleNamespace(object_name=n), settings=settings) for n in ("A", "B")
+    ]
+    session = FitSession(prepared, FitJob(None, None), clock=lambda: now[0])
+    progress = functools.partial(job_module.JobMessage, "progress")
+    assert session.factor == 0.0 and session.progress_text() == "object 1 of 2: A: starting..."
+    session.update([progress(phase="compiling", expected_s=20.0, accepted=False)])
+    assert session.progress_text() == (
+        "object 1 of 2: A: compiling kernels (first fit in this Blender session, up to about 20 s) "
+        "· 0:00 elapsed, about 0:10 left"
+    )
+    now[0] += 9.0
+    session.update([progress(iteration=0, rmse=0.0421, unit=METRES, phase="start", task_elapsed_s=8.9)])
+    assert session.factor == pytest.approx(0.45)  # 9 s of the first object's 10
+    assert session.progress_text().startswith("object 1 of 2: A: simulating the start values · RMSE 42.1 mm")
+
+    now[0] += 3.0  # the first fit ended over its budget; the second began 0.4 s ago
+    session.update([progress(task=1, phase="start", accepted=False, task_elapsed_s=0.4)])
+    assert session.factor == pytest.approx((1.0 + 0.04) / 2)  # not near 1
+    assert (
+        session.progress_text()
+        == "object 2 of 2: B: simulating the start values · 0:00 elapsed, about 0:10 left"
+    )
+    now[0] += 1.0
+    session.update([progress(task=1, iteration=0, rmse=3.0, unit=PIXELS, phase="start", task_elapsed_s=1.4)])
+    session.update([progress(task=1, phase="global", phase_index=3, phase_count=8, accepted=False)])
+    assert session.progress_text() == (
+        "object 2 of 2: B: global search 3 of 8 · RMSE 3.00 px · 0:01 elapsed, about 0:09 left"
+    )
+    now[0] += 2.0
+    session.update(
+        [progress(task=1, iteration=10, rmse=0.5, unit=PIXELS, phase="refinement", task_elapsed_s=3.4)]
+    )
+    # 10 iterations in 2 s: the 20 left take about 4 s, sooner than the budget's 6.6 s
+    assert session.progress_text() == (
+        "object 2 of 2: B: refinement, iteration 10 of 30 · RMSE 0.500 px · 0:03 elapsed, about 0:04 left"
+    )
+    assert session.factor == pytest.approx((1.0 + 0.34) / 2)
+    assert session.status_text() == f"Fit to Target: {session.progress_text()} (Esc to cancel)"
+    now[0] += 20.0  # past the budget: the bar is full, and there is no time left to estimate
+    assert session.factor == 1.0 and "left" not in session.progress_text()
 
 
 # what an artist does while a fit runs: select (either mouse button), open menus, move, type
@@ -265,7 +357,7 @@ def test_modal_cancel_mid_fit_changes_nothing(saved_scene, monkeypatch: pytest.M
     before = snapshot(ob, folder)
     ctx, op = ContextProxy(), OperatorStandIn()
     assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
-    session = fit_session.active_session()
+    session = start_fitting(op, ctx)
     # wait until the optimizer is under way (start point evaluated), then cancel
     assert run_timers(op, ctx, until=lambda: session.progress_messages >= 1) == {"PASS_THROUGH"}
     for kind, value in OTHER_EVENTS:  # only Esc cancels: everything else goes on to Blender
@@ -329,12 +421,44 @@ def test_modal_refuses_a_mesh_the_solver_cannot_use(tmp_path: Path) -> None:
 
     ctx, op = ContextProxy(), OperatorStandIn()
     try:
-        assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"CANCELLED"}
+        assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+        assert run_timers(op, ctx) == {"CANCELLED"}  # refused as the scene is read
     finally:
         fit_session.end_session()
+        fit_session.end_export()
     assert len(op.reports) == 1
     kind, message = op.reports[0]
     assert kind == {"ERROR"} and "\n" not in message
     assert message.startswith("'Cloth': zero-area polygon 4 (vertices 9, 10, 11)"), message
     assert fit_session.active_session() is None and not ctx.window_manager.timers
     assert snapshot(ob, tmp_path) == before
+
+
+def test_modal_esc_while_the_scene_is_read_changes_nothing(
+    saved_scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Esc mid-read: the scene is back at its frame, nothing written, no worker started."""
+    monkeypatch.setattr(fit_operators, "EXPORT_SLICE_S", 0.0)  # one frame per timer event
+    ob, folder = saved_scene
+    bpy.context.scene.frame_set(5, subframe=0.25)
+    before = snapshot(ob, folder)
+    ctx, op = ContextProxy(), OperatorStandIn()
+    try:
+        assert FIT_OP.invoke(op, ctx, event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+        for _ in range(3):
+            assert FIT_OP.modal(op, ctx, event("TIMER")) == {"PASS_THROUGH"}
+        export = fit_session.active_export()
+        assert export is not None and 0.0 < export.factor < 1.0
+        assert ctx.status[-1].startswith("Fit to Target: Reading the scene: 'Cloth': frame ")
+        for kind, value in OTHER_EVENTS:  # mid-read, nothing but Esc reaches the scene or stops it
+            assert FIT_OP.modal(op, ctx, event(kind, value)) == {"RUNNING_MODAL"}, kind
+        assert fit_session.active_export() is export
+        assert FIT_OP.modal(op, ctx, event("ESC", "PRESS")) == {"CANCELLED"}
+    finally:
+        fit_session.end_export()
+        fit_session.end_session()
+    assert op.reports == [({"WARNING"}, "Fit of 'Cloth' cancelled: nothing was changed")]
+    scene = bpy.context.scene
+    assert (scene.frame_current, scene.frame_subframe) == (5, pytest.approx(0.25))
+    assert snapshot(ob, folder) == before
+    assert fit_session.active_session() is None and not ctx.window_manager.timers

@@ -1,6 +1,7 @@
-"""The bake covers the cloth cache and every target frame, whatever the scene's frame range:
-a fitted target beyond the scene's end plays back from the saved file as fitted, and the
-short range is warned about."""
+"""The bake covers the cloth's cache range, extended to a target frame beyond the cache end,
+whatever the scene's frame range: a fitted target beyond the scene's end plays back from the
+saved file as fitted, and the short range is warned about; a scene longer than the cache
+adds no frames."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import bpy
 import numpy as np
+import pytest
 from addon_scenes import (
+    add_target_meshes,
     add_targets_from_blender,
     bake,
     clamped_cloth,
@@ -70,3 +73,33 @@ def test_panel_bake_covers_the_cache_and_warns(tmp_path: Path) -> None:
     assert len(info.warnings) == 1 and f"target frame(s) {TARGET}" in info.message
     assert json.loads(ob.fit_to_target.bake_json)["frame_end"] == CACHE_END
     assert len(pc2.read_pc2(info.filepath)[0]) == CACHE_END
+
+
+# (cache end, target frames) -> (first, last) baked frame, in a scene of frames 1-250 (the factory's)
+RANGES = {
+    "factory cache, early target": (250, [10], (1, 250)),
+    "short cache, long scene": (40, [], (1, 40)),
+    "target beyond the cache end": (40, [60], (1, 60)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RANGES))
+def test_bake_covers_the_cache_range_not_the_scene_range(case: str, tmp_path: Path) -> None:
+    cache_end, targets, (first, last) = RANGES[case]
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 250
+    ob = clamped_cloth(n=4, frame_end=cache_end)
+    scene.frame_set(1)
+    rest = playback(ob, [1])[0]
+    add_target_meshes(ob, np.stack([rest] * max(targets, default=1)), targets, start=1)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "range.blend"))  # the cache goes next to it
+    ob, scene = bpy.data.objects["Cloth"], bpy.context.scene
+    assert bake.bake_frame_range(ob) == (first, last)
+
+    info = bake.bake_object(scene, ob)
+    assert (info.frame_start, info.frame_end) == (first, last)
+    assert info.warnings == ()  # every target frame lies in the scene's range
+    samples, start, _ = pc2.read_pc2(info.filepath)
+    assert start == first and len(samples) == last - first + 1
+    assert json.loads(ob.fit_to_target.bake_json)["frame_end"] == last
+    assert Path(info.filepath).parent == tmp_path / bake.CACHE_FOLDER

@@ -80,7 +80,14 @@ def test_readme_zip_names_are_the_built_ones() -> None:
 def test_readme_lists_every_operator_for_scripts() -> None:
     ids = sorted(
         cls.bl_idname
-        for module in ("ui.fit_operators", "ui.object_operators", "ui.preset_operators")
+        for module in (
+            "ui.fit_operators",
+            "ui.object_operators",
+            "ui.bake_operators",
+            "ui.result_operators",
+            "ui.preset_operators",
+            "ui.physics_link",
+        )
         for cls in addon_module(module).classes
     )
     missing = [i for i in ids if f"`{i}" not in page("cloth.md")]

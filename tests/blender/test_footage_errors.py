@@ -10,10 +10,12 @@ import blender_env  # noqa: F401  (sets up the isolated profile before bpy)
 import bpy
 import numpy as np
 import pytest
-from addon_scenes import snapshot
+from addon_scenes import addon_module, snapshot
 from batch_run import run_in_process
 from footage_scenes import FRAMES, bind_all, footage_scene
 from test_batch import SCHEMA, schema_errors
+
+error_ramp = addon_module("scene.error_ramp")
 
 
 def bindings(ob: bpy.types.Object) -> list[tuple]:
@@ -100,9 +102,19 @@ def test_batch_fits_tracks_and_error_colours_mark_the_tracked_vertices(tmp_path:
     assert bpy.ops.object.fit_to_target_bake() == {"FINISHED"}
     colors = np.empty(len(cloth.data.vertices) * 4, dtype=np.float32)
     cloth.data.color_attributes["fit_error"].data.foreach_get("color", colors)
-    red = colors.reshape(-1, 4)[:, 0]
-    # the tracked vertices carry their track's error; the clamped rows have none
-    assert red[:48].max() == pytest.approx(1.0) and np.all(red[48:] == 0.0)
+    rgba = colors.reshape(-1, 4)
+    # each tracked vertex carries its track's error on the pixel tolerance's fixed scale (the
+    # vertex nearest the bound point, the worst track where two share one); the others are grey
+    record = json.loads(cloth.fit_to_target.result_json)
+    error = np.full(len(cloth.data.vertices), np.nan)
+    for b in cloth.fit_to_target.bindings:
+        if b.use and b.how != "NONE":
+            v = int(b.triangle[int(np.argmax(b.barycentric))])
+            error[v] = np.fmax(error[v], b.error_px)
+    tracked = ~np.isnan(error)
+    assert 0 < tracked.sum() and not tracked[48:].any()
+    expected = error_ramp.error_ramp(error, record["tolerance_px"])
+    np.testing.assert_allclose(rgba, expected, atol=1e-3)
 
 
 def test_a_track_is_bound_to_the_selected_vertex(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from .objective.tangents import limit_cpu_threads
 from .problem.files import problem_metadata
 from .problem.problem import FitError, FitProblem, Target
 from .problem.settings import FitSettings
+from .progress import PHASES, FitProgress, ProgressListener, listener
 from .shared import SharedFitResult, fit_shared
 from .verdict.outcome import OUTCOMES
 from .verdict.result import FitResult
@@ -20,12 +21,16 @@ __all__ = [
     "FitObjective",
     "FitProblem",
     "FitResult",
+    "FitProgress",
     "FitSettings",
+    "PHASES",
+    "ProgressListener",
     "SharedFitResult",
     "OUTCOMES",
     "Target",
     "fit",
     "fit_shared",
+    "listener",
     "limit_cpu_threads",
     "problem_metadata",
 ]

@@ -17,6 +17,9 @@
 5. The verdict, built by each stage (:mod:`.verdict`): one honest outcome with its reason,
    identifiability, the rounding check and the contact probe.
 
+As it goes, the fit tells its caller each point it accepts and each phase it enters, with the
+RMSE reached in the target's unit (:mod:`.progress`).
+
 Parameters are optimized in log space within the model's hard limits, with a positive floor
 where a limit is 0 (``Parameter.floor``).
 """
@@ -33,6 +36,7 @@ from .optimizers.base import ProgressCallback
 from .problem.problem import FitError, FitProblem
 from .problem.settings import FitSettings
 from .problem.spec import parameter_spec
+from .progress import ProgressListener, Reporter
 from .stages import refine_bindings, run_objective
 from .verdict.result import FitResult
 
@@ -45,10 +49,13 @@ OVERRUN_S = 0.5
 def fit(
     problem: FitProblem,
     settings: FitSettings | None = None,
-    progress: ProgressCallback | None = None,
+    progress: ProgressCallback | ProgressListener | None = None,
     cancel: Any = None,
 ) -> FitResult:
     """Fit ``problem.free_parameters`` so the simulation matches the targets.
+
+    ``progress``: a plain callback ``(iteration, loss, values)``, called at every accepted
+    point, or a :class:`~.progress.ProgressListener`, which hears the phases and RMSE as well.
 
     Returns a result with one ``outcome`` (converged, misfit, stalled or failed) and its
     reason; raises only FitError, with a one-line reason, when the fit cannot start (a
@@ -63,25 +70,19 @@ def fit(
         raise FitError(f"the fit stopped on an unexpected error: {one_line(e)}") from e
 
 
-def _fit(
-    problem: FitProblem, settings: FitSettings, progress: ProgressCallback | None, cancel: Any
-) -> FitResult:
+def _fit(problem: FitProblem, settings: FitSettings, progress: Any, cancel: Any) -> FitResult:
     t0 = time.perf_counter()
+    report = Reporter(progress, t0, (problem.model, settings.precision, str(settings.device)))
     try:
         problem.validate()
         spec = parameter_spec(problem)
+        report.preparing()
         objective = FitObjective(problem, settings, spec.names, spec=spec)
     except ValueError as e:
         raise FitError(one_line(e)) from e
+    report.measure(objective.unit, objective.rmse_of_loss)
     target = objective.target
     budget = settings.time_budget_s
-    started: list[float] = []  # when the start was simulated (its progress report)
-
-    def report(iteration: int, loss: float, values: dict[str, float]) -> None:
-        if not started:
-            started.append(time.perf_counter() - t0)
-        if progress is not None:
-            progress(iteration, loss, values)
 
     # the budget counts from here: preparing the fit (building the simulation) is part of it
     run_settings = settings if budget is None else replace(settings, time_budget_s=_left(budget, t0))
@@ -90,7 +91,7 @@ def _fit(
     if target.refines_bindings:
         found = refine_bindings(problem, objective, settings, found, report, cancel, t0)
     if budget is not None and found.stop_reason == "time_budget" and found.seconds > budget + OVERRUN_S:
-        found.outcome_reason += "; " + _overrun(found.seconds, budget, started[0] if started else None)
+        found.outcome_reason += "; " + _overrun(found.seconds, budget, report.first_report_s)
     return found
 
 

@@ -28,6 +28,7 @@ from .objective.objective import FitObjective
 from .problem.problem import FitError, FitProblem
 from .problem.settings import FitSettings
 from .problem.spec import parameter_spec
+from .progress import ProgressListener, Reporter
 from .stages import run_objective
 from .verdict.identifiability import identifiability
 from .verdict.outcome import fit_scales, rounding_check
@@ -139,6 +140,13 @@ class JointObjective:
     def matched_points(self) -> int:
         return sum(m.matched_points() for m in self.members)
 
+    def rmse_of_loss(self, loss: float) -> float:
+        """The pooled RMSE a joint loss stands for (see :meth:`rmse`): the members' kind maps a
+        loss to an RMSE over its points, here over all the members' points."""
+        if not (loss >= 0.0 and math.isfinite(loss)):
+            return math.nan
+        return math.sqrt(2.0 * loss / max(self.matched_points(), 1))
+
     def residual_scale(self) -> np.ndarray:
         values = self.spec.initial_values() if self.spec is not None else {}
         rows = self.member_rows(values)
@@ -181,7 +189,7 @@ class SharedFitResult:
 def fit_shared(
     problems: list[FitProblem],
     settings: FitSettings | None = None,
-    progress: Callable[[int, float, dict[str, float]], None] | None = None,
+    progress: Callable[[int, float, dict[str, float]], None] | ProgressListener | None = None,
     cancel: Any = None,
     names: list[str] | None = None,
 ) -> SharedFitResult:
@@ -190,7 +198,8 @@ def fit_shared(
     The problems must use the same model, fitted parameters and ties; each keeps its own
     mesh, pins, targets and unfitted settings. The fit starts from the first problem's
     values; the others' start values, where they differ, are tried by the global phase.
-    ``names`` (one per problem) name the objects in messages. Raises FitError when the
+    ``names`` (one per problem) name the objects in messages; ``progress`` hears the fit as
+    :func:`~.engine.fit`'s does, its RMSE pooled over the objects. Raises FitError when the
     problems cannot be fitted together.
     """
     settings = settings or FitSettings()
@@ -201,11 +210,13 @@ def fit_shared(
         raise ValueError("one name per problem")
     t0 = time.perf_counter()
     first = problems[0]
+    report = Reporter(progress, t0, (first.model, settings.precision, str(settings.device)))
     try:
         for name, p in zip(names, problems, strict=True):
             _check_compatible(name, p, names[0], first)
             p.validate()
         spec = parameter_spec(first)
+        report.preparing()
         members = [FitObjective(p, settings, spec.names, spec=spec) for p in problems]
         kinds = {name: m.target.name for name, m in zip(names, members, strict=True)}
         if len(set(kinds.values())) > 1:
@@ -218,6 +229,7 @@ def fit_shared(
         joint = JointObjective(members)
     except ValueError as e:
         raise FitError(one_line(e)) from e
+    report.measure(joint.unit, joint.rmse_of_loss)
     starts = [dict(s) for s in settings.extra_starts]
     for p in problems[1:]:
         start = p.model_settings.values()
@@ -226,7 +238,7 @@ def fit_shared(
             starts.append(other)
     run_settings = dataclasses.replace(settings, extra_starts=starts)
     try:
-        result = run_objective(first, spec, joint, run_settings, progress, cancel, t0)
+        result = run_objective(first, spec, joint, run_settings, report, cancel, t0)
     except FitError:
         raise
     except Exception as e:  # the contract of fit(): nothing but FitError leaves

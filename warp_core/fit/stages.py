@@ -12,13 +12,14 @@ from ..errors import one_line
 from ..models import get_model
 from .objective.objective import FitObjective
 from .optimizers.adam import adam
-from .optimizers.base import FitDivergedError, OptimizeSettings, ProgressCallback
+from .optimizers.base import FitDivergedError, OptimizeSettings
 from .optimizers.global_search import SearchOptions, SearchResult, search
 from .optimizers.lbfgs import lbfgs_finished_run
 from .optimizers.lm import trust_region_run
 from .problem.problem import FitError, FitProblem
 from .problem.settings import FitSettings
 from .problem.spec import ParameterSpec
+from .progress import Reporter
 from .verdict.build import build_result, failed_result, start_warnings
 from .verdict.outcome import fit_scales
 from .verdict.result import FitResult
@@ -39,13 +40,14 @@ def run_objective(
     spec: ParameterSpec,
     objective: Any,
     settings: FitSettings,
-    progress: ProgressCallback | None,
+    progress: Reporter | None,
     cancel: Any,
     t0: float,
 ) -> FitResult:
     """Optimize ``objective`` (a :class:`FitObjective`, or one with the same methods such as
     a shared fit's joint objective) over ``spec``; ``problem`` supplies the model, the
-    settings the fitted values go into, and the bounds."""
+    settings the fitted values go into, and the bounds; ``progress`` hears the accepted
+    points and the phases."""
     optimizer = settings.optimizer
     if optimizer == "auto":
         # above LM_MAX_PARAMETERS, L-BFGS: with 12 free fields it matched as often as LM where
@@ -104,7 +106,7 @@ def run_objective(
     except FitDivergedError as e:
         result = failed_result(problem, spec, objective, optimizer, scales, one_line(e), t0)
     else:
-        result = build_result(problem, spec, objective, optimizer, scales, found, t0)
+        result = build_result(problem, spec, objective, optimizer, scales, found, t0, progress)
     result.gradient = settings.gradient if first_order else None
     return result
 
@@ -136,7 +138,7 @@ def refine_bindings(
     objective: FitObjective,
     settings: FitSettings,
     found: FitResult,
-    progress: ProgressCallback | None,
+    progress: Reporter | None,
     cancel: Any,
     t0: float,
 ) -> FitResult:
@@ -157,12 +159,10 @@ def refine_bindings(
     start = {name: found.params[name] for name in spec.names}
     refine_spec = ParameterSpec(names=spec.names, initial=start, bounds=spec.bounds, ties=spec.ties)
     objective.spec = refine_spec
-    done = found.iterations
-
-    def shifted(k: int, loss: float, values: dict[str, float]) -> None:
-        if progress is not None:
-            progress(done + k, loss, values)
-
+    # its iterations are counted on from the search's
+    stage = progress.shifted(found.iterations) if progress is not None else None
+    if stage is not None:
+        stage.phase("refinement")
     budget = settings.time_budget_s
     local = replace(
         settings,
@@ -170,7 +170,7 @@ def refine_bindings(
         max_iterations=max(settings.max_iterations - found.iterations, 1),
         time_budget_s=None if budget is None else max(budget - found.seconds, 1.0),
     )
-    refined = run_objective(problem, refine_spec, objective, local, shifted, cancel, t0)
+    refined = run_objective(problem, refine_spec, objective, local, stage, cancel, t0)
     if refined.outcome == "failed":
         return found
     return replace(

@@ -11,6 +11,7 @@ that the loss is ``0.5 |r|^2``; the reports (errors, RMSE, motion, change) are i
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -87,6 +88,13 @@ class TargetKind(ABC):
         """Per residual entry (or one scalar), the factor that turns it back into the unit."""
 
     # ------------------------------------------------------------------ with defaults
+    def rmse_of_loss(self, loss: float) -> float:
+        """The RMS misfit, in the unit, that a loss stands for (see :meth:`rmse`): how a running
+        fit, which knows only its losses, reports how close it is."""
+        if not (loss >= 0.0 and math.isfinite(loss)):
+            return math.nan
+        return math.sqrt(2.0 * loss / max(self.matched_points(), 1))
+
     def at_base_point(self, x: np.ndarray) -> None:  # noqa: B027  (most kinds need nothing)
         """Make ready for :meth:`residual_tangents` at the base point ``x`` of a Jacobian."""
 

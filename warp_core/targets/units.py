@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METRES", "PIXELS", "Unit", "format_length", "format_mm", "unit_of"]
+__all__ = ["METRES", "PIXELS", "Unit", "format_length", "format_mm", "significant", "unit_of"]
 
 
 def format_mm(metres: Any) -> str:
@@ -29,6 +29,29 @@ def format_px(pixels: Any) -> str:
     if pixels is None or not isinstance(pixels, int | float) or not math.isfinite(pixels):
         return "-"
     return f"{pixels:.4g} px"
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, in plain decimals (1234, 4.21, 0.0123): a
+    number that changes while it is read, as a running fit's RMSE, reads best without exponents."""
+    if value == 0.0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    return f"{value:.{decimals}f}"
+
+
+def progress_mm(metres: Any) -> str:
+    """A running misfit in metres as millimetres, 3 significant digits ("-" for none)."""
+    if metres is None or not isinstance(metres, int | float) or not math.isfinite(metres):
+        return "-"
+    return f"{significant(metres * 1000.0)} mm"
+
+
+def progress_px(pixels: Any) -> str:
+    """A running misfit in pixels, 3 significant digits ("-" for none)."""
+    if pixels is None or not isinstance(pixels, int | float) or not math.isfinite(pixels):
+        return "-"
+    return f"{significant(pixels)} px"
 
 
 def format_length(metres: float) -> str:
@@ -48,15 +71,17 @@ def format_px_threshold(pixels: float) -> str:
 class Unit:
     """One unit of misfit. Made here (:data:`METRES`, :data:`PIXELS`), held by each target kind
     and by ``FitScales``; read by the fit engine, the outcome rules, the identifiability report,
-    ``FitResult.summary`` and the record tables (through :func:`unit_of`)."""
+    ``FitResult.summary``, the record tables (through :func:`unit_of`) and a running fit's
+    progress (``FitProgress.unit``)."""
 
     symbol: str  # "m", "px": the suffix of a record's misfit keys
     name: str  # in messages: "the tolerance must be > 0 metres"
     rmse_label: str  # the RMSE's name in outcomes and tables
     tolerance_field: str  # the FitSettings field holding a tolerance in this unit
-    # how a misfit and an identifiability threshold are printed
+    # how a misfit and an identifiability threshold are printed, and a running fit's misfit
     misfit_format: Callable[[Any], str]
     threshold_format: Callable[[float], str]
+    progress_format: Callable[[Any], str]
     # the outcome's rules in this unit (see ``warp_core.fit.verdict.outcome``): the automatic
     # tolerance (None: derived from the motion and the precision's noise), the floor where
     # refining stops (None: ``FitSettings.rmse_tolerance_m``), and the change a parameter's
@@ -74,6 +99,10 @@ class Unit:
         """A misfit in this unit, as the reports print it."""
         return self.misfit_format(value)
 
+    def format_progress(self, value: Any) -> str:
+        """A running fit's misfit in this unit, as its progress prints it (3 significant digits)."""
+        return self.progress_format(value)
+
     def format_threshold(self, value: float) -> str:
         """An identifiability threshold (the change a doubling must make) in this unit."""
         return self.threshold_format(value)
@@ -86,6 +115,7 @@ METRES = Unit(
     tolerance_field="tolerance_m",
     misfit_format=format_mm,
     threshold_format=format_length,
+    progress_format=progress_mm,
     default_tolerance=None,
     stop_floor=None,
     report_floor=1e-4,
@@ -103,6 +133,7 @@ PIXELS = Unit(
     tolerance_field="tolerance_px",
     misfit_format=format_px,
     threshold_format=format_px_threshold,
+    progress_format=progress_px,
     default_tolerance=1.0,
     stop_floor=1e-3,
     report_floor=0.1,

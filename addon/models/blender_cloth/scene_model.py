@@ -22,11 +22,15 @@ from ...mesh_read import (
     object_matrix,
     read_mesh,
     sample_modifier_input,
+    sample_modifier_input_steps,
     vertex_group_weights,
 )
-from ..base import TieOption, as_type_of, parameter_box, plain
+from ...scene.steps import StepGenerator
+from ..base import TieOption, as_type_of, plain
+from ..parameter_rows import draw_parameter_groups
 from .collisions import ColliderSampler, collision_settings_values
 from .fields import field_rows
+from .panel_rows import GROUPS
 from .unmodeled import cautions, unmodeled_settings
 
 NAME = "blender_cloth"
@@ -167,6 +171,17 @@ def sample_cloth_input(
     return sample_modifier_input(ob, _require_cloth(ob), depsgraph, scene, frames, on_frame)
 
 
+def sample_cloth_input_steps(
+    ob: bpy.types.Object,
+    depsgraph: bpy.types.Depsgraph,
+    scene: bpy.types.Scene,
+    frames: Sequence[float],
+    on_frame: Callable[[int, float], None] | None = None,
+) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
+    """:func:`sample_cloth_input` a frame per step (``addon/scene/steps.py``)."""
+    return sample_modifier_input_steps(ob, _require_cloth(ob), depsgraph, scene, frames, on_frame)
+
+
 def modifier_values(mod: bpy.types.ClothModifier, names: Sequence[str]) -> dict[str, Any]:
     """The ``ClothSettings`` values of ``names`` as plain Python numbers (JSON-ready)."""
     return {name: plain(getattr(mod.settings, name)) for name in names}
@@ -178,12 +193,11 @@ def set_modifier_values(mod: bpy.types.ClothModifier, values: dict[str, Any]) ->
         setattr(mod.settings, name, as_type_of(getattr(mod.settings, name), value))
 
 
-def draw_parameters(layout: bpy.types.UILayout, settings: Any) -> None:
-    """The "Parameters" box: a check box per cloth parameter, then the tie options."""
-    box = parameter_box(layout, settings, NAME)
-    row = box.row()
-    for tie in TIES:
-        row.prop(settings, tie.key)
+def draw_parameters(layout: bpy.types.UILayout, settings: Any, fitted: dict[str, float]) -> None:
+    """The Parameters rows: grouped as Blender's Cloth panel, each a check box beside the
+    modifier's value (and the fitted one), the tie options in their groups."""
+    mod = find_cloth_modifier(settings.id_data)
+    draw_parameter_groups(layout, settings, GROUPS, mod.settings if mod is not None else None, fitted)
 
 
 def _require_cloth(ob: bpy.types.Object) -> bpy.types.ClothModifier:
@@ -201,7 +215,9 @@ class BlenderClothScene:
     settings_fields = CLOTH_SETTINGS_FIELDS
     default_fit = DEFAULT_FIT
     ties = TIES
+    parameter_groups = GROUPS
     precision = "float64"
+    auto_device_by_size = True  # bench/device_crossover.py measures cloth fits
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.ClothModifier | None:
         return find_cloth_modifier(ob)
@@ -228,6 +244,16 @@ class BlenderClothScene:
     ) -> tuple[np.ndarray, np.ndarray]:
         return sample_cloth_input(ob, depsgraph, scene, frames, on_frame)
 
+    def sample_goals_steps(
+        self,
+        ob: bpy.types.Object,
+        depsgraph: bpy.types.Depsgraph,
+        scene: bpy.types.Scene,
+        frames: Sequence[float],
+        on_frame: Callable[[int, float], None] | None = None,
+    ) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
+        return sample_cloth_input_steps(ob, depsgraph, scene, frames, on_frame)
+
     def frame_sampler(
         self,
         scene: bpy.types.Scene,
@@ -251,8 +277,8 @@ class BlenderClothScene:
     def write_values(self, mod: bpy.types.ClothModifier, values: dict[str, Any]) -> None:
         set_modifier_values(mod, values)
 
-    def draw_parameters(self, layout: bpy.types.UILayout, settings: Any) -> None:
-        draw_parameters(layout, settings)
+    def draw_parameters(self, layout: bpy.types.UILayout, settings: Any, fitted: dict[str, float]) -> None:
+        draw_parameters(layout, settings, fitted)
 
 
 SCENE_MODEL = BlenderClothScene()

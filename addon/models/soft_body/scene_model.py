@@ -27,11 +27,15 @@ from ...mesh_read import (
     object_matrix,
     read_mesh,
     sample_modifier_input,
+    sample_modifier_input_steps,
     triangles,
     vertex_group_weights,
 )
-from ..base import NoFrameSampler, as_type_of, parameter_box, plain
+from ...scene.steps import StepGenerator
+from ..base import NoFrameSampler, as_type_of, plain
 from ..blender_cloth.fields import acting_fields
+from ..parameter_rows import draw_parameter_groups
+from .panel_rows import GROUPS, draw_simulation
 
 NAME = "soft_body"
 DEFAULT_FIT = ("young_modulus", "damping")
@@ -258,25 +262,24 @@ def sample_goals(
     return sample_modifier_input(ob, _require(ob), depsgraph, scene, frames, on_frame)
 
 
-def draw_parameters(layout: bpy.types.UILayout, settings: Any) -> None:
-    """Check boxes for what to fit, then the model's values and solver settings."""
-    box = parameter_box(layout, settings, NAME)
-    ob = settings.id_data
-    values = getattr(ob, "fit_to_target_soft_body", None)
-    if values is None:
-        return
-    col = box.column(align=True)
-    for name in ("young_modulus", "poisson_ratio", "damping", "density"):
-        col.prop(values, name)
-    col = box.column(align=True)
-    for name in ("substeps", "iterations", "lattice_cells", "pin_threshold"):
-        col.prop(values, name)
-    row = box.row(align=True)
-    row.prop(values, "ground")
-    sub = row.row(align=True)
-    sub.enabled = values.ground
-    sub.prop(values, "ground_height", text="Height")
-    box.prop(values, "friction")
+def sample_goals_steps(
+    ob: bpy.types.Object,
+    depsgraph: bpy.types.Depsgraph,
+    scene: bpy.types.Scene,
+    frames: Sequence[float],
+    on_frame: Callable[[int, float], None] | None = None,
+) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
+    """:func:`sample_goals` a frame per step (``addon/scene/steps.py``)."""
+    return sample_modifier_input_steps(ob, _require(ob), depsgraph, scene, frames, on_frame)
+
+
+def draw_parameters(layout: bpy.types.UILayout, settings: Any, fitted: dict[str, float]) -> None:
+    """The Parameters rows: a check box beside each material value of the object (and the
+    fitted one), then the model's solver settings."""
+    values = getattr(settings.id_data, "fit_to_target_soft_body", None)
+    draw_parameter_groups(layout, settings, GROUPS, values, fitted)
+    if values is not None:
+        draw_simulation(layout, values)
 
 
 class SoftBodyScene:
@@ -287,7 +290,9 @@ class SoftBodyScene:
     settings_fields = SETTINGS_FIELDS
     default_fit = DEFAULT_FIT
     ties = ()
+    parameter_groups = GROUPS
     precision = "float32"  # Newton's VBD runs in float32
+    auto_device_by_size = False  # no crossover measured: Auto means the first CUDA device
 
     find_modifier = staticmethod(find_soft_body_modifier)
     cache_frame_range = staticmethod(cache_frame_range)
@@ -295,6 +300,7 @@ class SoftBodyScene:
     read_geometry = staticmethod(read_geometry)
     check_geometry = staticmethod(check_geometry)
     sample_goals = staticmethod(sample_goals)
+    sample_goals_steps = staticmethod(sample_goals_steps)
     unmodeled_settings = staticmethod(unmodeled_settings)
     current_values = staticmethod(current_values)
     write_values = staticmethod(write_values)

@@ -316,6 +316,10 @@ class FitObjective:
         """What the loss averages over: loss = 0.5 * matched_points * RMSE^2."""
         return self.target.matched_points()
 
+    def rmse_of_loss(self, loss: float) -> float:
+        """The RMSE, in the unit, that a loss stands for (the target's ``rmse_of_loss``)."""
+        return self.target.rmse_of_loss(loss)
+
     @property
     def device(self) -> str:
         return self.sim.device

@@ -148,6 +148,7 @@ def search(
         out.global_phase = True
         run_state.refined.append(best.state.z if best.state is not None else _start_vector(spec, best.values))
         ranked = _ranked(objective, spec, design, run_state.refined, tracker, out)
+        tracker.phase("refinement")
         # after a slow run only starts already better than where it got are worth its budget
         run_state.refine(ranked, only_better=not best.stationary)
     while out.result.stop_reason == "slow" and out.result.state is not None:
@@ -243,6 +244,7 @@ def _ranked(
         if tracker.interrupted():
             break
         batch = fresh[start : start + width]
+        tracker.phase("global", start + 1, len(fresh))
         found = eval_residuals_many(objective, [spec.from_free(z_c) for z_c in batch], tracker.counter)
         out.candidates += len(batch)
         ranked += [

@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..problem.spec import ParameterSpec
+from ..progress import PhaseReporter
 from .base import (
     Counter,
     OptimizeResult,
@@ -82,6 +83,11 @@ class Tracker:
 
     def out_of_iterations(self) -> bool:
         return self.steps >= self.max_iterations
+
+    def phase(self, name: str, index: int | None = None, count: int | None = None) -> None:
+        """Tell the caller the search entered phase ``name`` (k of n), where it hears phases."""
+        if isinstance(self.progress, PhaseReporter):
+            self.progress.phase(name, index, count)
 
     def report(self, values: dict[str, float], loss: float) -> None:
         """Tell the caller about an accepted point (index 0 is the fit's start)."""

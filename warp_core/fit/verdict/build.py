@@ -16,6 +16,7 @@ from ..optimizers.base import EVALUATION_ERRORS, Counter, eval_jacobian
 from ..optimizers.global_search import SearchResult
 from ..problem.problem import FitProblem
 from ..problem.spec import ParameterSpec
+from ..progress import PhaseReporter
 from .identifiability import add_confidence_ranges, identifiability
 from .outcome import NOISE_SLACK, FitScales, classify, contact_check, failed_reason, rounding_check
 from .result import FitResult
@@ -43,8 +44,10 @@ def build_result(
     scales: FitScales,
     found: SearchResult,
     t0: float,
+    progress: PhaseReporter | None = None,
 ) -> FitResult:
-    """The result of a fit that produced values."""
+    """The result of a fit that produced values; ``progress`` hears its rounding check and
+    contact probe begin."""
     result = found.result
     values = {k: float(v) for k, v in result.values.items()}
     initial = spec.initial_values()
@@ -106,10 +109,15 @@ def build_result(
     by_trust_region = optimizer == "lm" or result.finished_by == "trust_region"
     stationary = result.stationary if by_trust_region else result.stop_reason == "converged_gradient"
     outcome, reason = classify(rmse, scales, result.stop_reason, stationary, undetermined)
-    rounding_gap = objective.rounding_gap(values) if outcome == "converged" else None
+    rounding_gap = None
+    if outcome == "converged":
+        _phase(progress, "rounding")
+        rounding_gap = objective.rounding_gap(values)
     rounding = rounding_check(rmse, rounding_gap, scales.tolerance, scales.unit)
     # a shared fit (several objects) is not probed
     probe = outcome == "converged" and target is not None
+    if probe and objective.sim.contact_probe:
+        _phase(progress, "contacts")
     gap = start_gap(objective, values) if probe else None
     contact = contact_check(rmse, gap, scales.tolerance, scales.unit)
     if rounding is not None or contact is not None:
@@ -163,6 +171,11 @@ def build_result(
         noise_rmse=scales.jitter / NOISE_SLACK if scales.jitter is not None else None,
         contacts=objective.contacts(values) if target is not None else None,
     )
+
+
+def _phase(progress: PhaseReporter | None, name: str) -> None:
+    if progress is not None:
+        progress.phase(name)
 
 
 def failed_result(
