@@ -59,6 +59,9 @@ import warp as wp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from results import record as record_results  # noqa: E402
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh  # noqa: E402
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
@@ -309,7 +312,45 @@ def write_table(sources: list[str], table_path: Path) -> dict[str, Any]:
     names = [Path(s).name for s in sources]
     table = table_from_results(results, names, earlier)
     table_path.write_text(json.dumps(table, indent=1) + "\n")
+    if table_path == TABLE:
+        record_measurements(results, names, table)
     return table
+
+
+def record_measurements(
+    results: list[dict[str, Any]], sources: list[str], table_data: dict[str, Any]
+) -> None:
+    """The measured rows (every size, device and precision) and the crossovers of the
+    written table (all sources together), into bench/results/device_crossover.json
+    (docs/benchmarks.md)."""
+    rows = sorted(
+        (r for result in results for r in result["rows"]),
+        key=lambda r: (r["vertices"], r["device"] != "cpu", r["precision"]),
+    )
+    table = (
+        ["vertices", "device", "precision", "fit s", "iterations", "ms per simulated frame", "outcome"],
+        [
+            [
+                str(r["vertices"]),
+                r["gpu_name"] or "CPU",
+                r["precision"],
+                f"{r['wall_s']:.1f}",
+                str(r["iterations"]),
+                f"{r['fit_ms_per_simulated_frame']:.2f}",
+                r["outcome"],
+            ]
+            for r in rows
+        ],
+    )
+    summary = {
+        f"GPU faster from, {gpu['gpu_name']} {precision}": f"{vertices} vertices"
+        for gpu in table_data["gpus"]
+        for precision, vertices in sorted(gpu["crossover_vertices"].items())
+    }
+    hosts = {f"{r['host']['cpu']} ({r['host']['cpu_cores']} cores)" for r in results}
+    gpus = sorted({g for r in results for g in r["host"]["gpus"]})
+    notes = [f"host CPU: {', '.join(sorted(hosts))}", f"sources: {', '.join(sources)}"]
+    record_results("device_crossover", summary, table, notes, device=", ".join(gpus))
 
 
 def main(argv: list[str] | None = None) -> None:

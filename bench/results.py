@@ -52,6 +52,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Levenberg-Marquardt against L-BFGS on the stable gradient, replayed in Blender's cloth "
         "(`table`)",
     ),
+    "device_crossover": Benchmark(
+        "bench/device_crossover.py",
+        "whole cloth fits of N x N clamped sheets (two stiffness values from 3x off) on the CPU and "
+        "on each CUDA device: the vertex count from which the GPU is faster, which Device Auto uses",
+    ),
     "many_parameters_spread": Benchmark(
         "bench/many_parameters.py",
         "how far one Levenberg-Marquardt fit of 12 parameters lands from another of the same scene "
