@@ -17,7 +17,7 @@ from ..warp_core.targets.units import Unit
 from .errors import FitInputError
 from .job import FitJob, JobMessage
 from .request import PreparedFit
-from .scene.steps import SteppedRun
+from .scene.steps import ShownRun, SteppedRun
 
 # An estimate of the time left below this is not worth saying (the fit is about to end).
 MIN_LEFT_S = 1.0
@@ -215,26 +215,19 @@ def _at_most(seconds: float | None) -> str:
 
 
 @dataclass
-class ExportProgress:
+class ExportProgress(ShownRun):
     """The scene read of a modal fit before its worker starts (its export: the scene stepped
-    through every frame up to the last target). Made by the Fit operator's invoke, which
-    advances ``run`` a slice per timer event; read by the panel (a bar) and the status bar.
-    Only Esc stops it: while the scene sits at another frame, no other event reaches it."""
+    through every frame up to the last target), read as "Reading the scene: 'Flag': frame 37
+    of 250". Made by the Fit operator's invoke, which advances ``run`` a slice per timer
+    event; read by the panel (a bar) and the status bar. Only Esc stops it: while the scene
+    sits at another frame, no other event reaches it."""
 
     object_names: list[str]
     run: SteppedRun
+    status_prefix = "Fit to Target: "
 
-    @property
-    def factor(self) -> float:
-        return self.run.factor
-
-    @property
-    def text(self) -> str:
-        """ "Reading the scene: 'Flag': frame 37 of 250"."""
-        return f"Reading the scene: {self.run.text or 'starting...'}"
-
-    def status_text(self) -> str:
-        return f"Fit to Target: {self.text} (Esc to cancel)"
+    def title(self) -> str:
+        return "Reading the scene"
 
 
 # One per Blender session: the worker thread and the modal operator that polls it, and

@@ -215,3 +215,31 @@ class SteppedRun(Generic[T]):
             self._thread.join(timeout_s)
             return not self._thread.is_alive()
         return True
+
+
+class ShownRun:
+    """Stepped work as the panel (a bar) and the status bar show it: its :meth:`title`, then
+    the run's own text ("Baking 'Flag': frame 37 of 250"). A dataclass of each kind of work
+    (the fit's scene read, a bake) mixes it in with its ``run``; the modal operator that
+    drives the run makes it, the panel and the operator read it."""
+
+    run: SteppedRun
+    status_prefix = ""  # before the text in the status bar
+
+    def title(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def factor(self) -> float:
+        return self.run.factor
+
+    @property
+    def text(self) -> str:
+        return f"{self.title()}: {self.run.text or 'starting...'}"
+
+    def status_text(self) -> str:
+        return f"{self.status_prefix}{self.text} (Esc to cancel)"
+
+    def cancel(self) -> None:
+        """Stop now: the scene is as it was, no file is written."""
+        self.run.cancel()

@@ -20,7 +20,7 @@ from ...warp_core.errors import one_line
 from ..errors import FitInputError
 from ..scene.bake import BakeInfo, bake_object, bake_object_steps
 from ..scene.checks import check_object
-from ..scene.steps import SteppedRun
+from ..scene.steps import ShownRun, SteppedRun
 from ..session import busy_with
 
 TIMER_STEP_S = 0.01  # how soon the next slice of a modal bake runs
@@ -28,29 +28,16 @@ STEP_BUDGET_S = 0.05  # main-thread time per slice: the interface redraws and he
 
 
 @dataclass
-class BakeProgress:
+class BakeProgress(ShownRun):
     """The running modal bake: made by the Bake operator's ``invoke``, read through
-    :func:`active_bake` by the panel (a bar and a Cancel button) and Cancel Bake."""
+    :func:`active_bake` by the panel (a bar and a Cancel button) and Cancel Bake. Its text
+    reads "Baking 'Flag': frame 37 of 250", then "Baking 'Flag': simulating 250 frames"."""
 
     object_name: str
     run: SteppedRun
 
-    @property
-    def factor(self) -> float:
-        """0..1: the frames read, then the simulation."""
-        return self.run.factor
-
-    @property
-    def text(self) -> str:
-        """ "Baking 'Flag': frame 37 of 250", then "Baking 'Flag': simulating 250 frames"."""
-        return f"Baking '{self.object_name}': {self.run.text or 'starting...'}"
-
-    def status_text(self) -> str:
-        return f"{self.text} (Esc to cancel)"
-
-    def cancel(self) -> None:
-        """Stop the bake now: the scene is as it was, no file is written."""
-        self.run.cancel()
+    def title(self) -> str:
+        return f"Baking '{self.object_name}'"
 
 
 # One per Blender session, as the fit's: the modal bake under way.

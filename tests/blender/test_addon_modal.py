@@ -30,6 +30,7 @@ from addon_scenes import (
     snapshot,
 )
 from blender_ref import ClothMesh, make_cloth_object, pin_row_weights
+from modal_standins import OTHER_EVENTS, ContextProxy, OperatorStandIn, event
 
 FitJob = job_module.FitJob
 FitSession = fit_session.FitSession
@@ -43,81 +44,9 @@ TRUTH = {"tension_stiffness": 30.0, "compression_stiffness": 30.0, "bending_stif
 HANG_GUARD_S = 600.0
 
 
-# -- stand-ins for what only a windowed Blender provides ---------------------------------------------
-
-
-class WindowManagerProxy:
-    """The real window manager; modal handler registration is recorded instead (no event loop)."""
-
-    def __init__(self, wm: bpy.types.WindowManager) -> None:
-        self._wm = wm
-        self.handlers: list = []
-        self.progress: list[float] = []
-        self.progress_range: tuple | None = None
-        self.progress_ended = 0
-        self.timers: list = []
-
-    def modal_handler_add(self, operator) -> bool:
-        self.handlers.append(operator)
-        return True
-
-    def progress_begin(self, lo, hi) -> None:
-        self.progress_range = (lo, hi)
-        self._wm.progress_begin(lo, hi)
-
-    def progress_update(self, value) -> None:
-        self.progress.append(value)
-        self._wm.progress_update(value)
-
-    def progress_end(self) -> None:
-        self.progress_ended += 1
-        self._wm.progress_end()
-
-    def event_timer_add(self, step, window=None):
-        timer = self._wm.event_timer_add(step, window=window)
-        self.timers.append(timer)
-        return timer
-
-    def event_timer_remove(self, timer) -> None:
-        self.timers.remove(timer)
-        self._wm.event_timer_remove(timer)
-
-    def __getattr__(self, name):
-        return getattr(self._wm, name)
-
-
-class ContextProxy:
-    def __init__(self) -> None:
-        self._ctx = bpy.context
-        self.window_manager = WindowManagerProxy(bpy.context.window_manager)
-        self.status: list[str | None] = []
-        self.workspace = SimpleNamespace(status_text_set=self.status.append)
-
-    def __getattr__(self, name):
-        return getattr(self._ctx, name)
-
-
-class OperatorStandIn:
-    """The operator instance as invoke/modal use it: attributes, properties and report()."""
-
-    def __init__(self, shared: bool | None = None) -> None:
-        self.reports: list[tuple[set, str]] = []
-        self.shared = bool(shared)
-        self.properties = SimpleNamespace(
-            is_property_set=lambda name: name == "shared" and shared is not None
-        )
-
-    def report(self, kind: set, message: str) -> None:
-        self.reports.append((set(kind), message))
-
-
 def with_fit_function(tasks: list, fit_function) -> FitJob:
     """The operator's job with each task run by ``fit_function`` instead."""
     return FitJob.of_tasks([dataclasses.replace(t, fit_function=fit_function) for t in tasks])
-
-
-def event(kind: str, value: str = "NOTHING") -> SimpleNamespace:
-    return SimpleNamespace(type=kind, value=value)
 
 
 def run_timers(op, ctx, until=None, timeout: float = HANG_GUARD_S) -> set[str]:
@@ -325,21 +254,6 @@ def test_the_bar_covers_the_run_and_the_text_says_phase_rmse_and_time() -> None:
     assert session.status_text() == f"Fit to Target: {session.progress_text()} (Esc to cancel)"
     now[0] += 20.0  # past the budget: the bar is full, and there is no time left to estimate
     assert session.factor == 1.0 and "left" not in session.progress_text()
-
-
-# what an artist does while a fit runs: select (either mouse button), open menus, move, type
-OTHER_EVENTS = [
-    ("RIGHTMOUSE", "PRESS"),
-    ("RIGHTMOUSE", "RELEASE"),
-    ("LEFTMOUSE", "PRESS"),
-    ("LEFTMOUSE", "CLICK"),
-    ("MOUSEMOVE", "NOTHING"),
-    ("WHEELUPMOUSE", "PRESS"),
-    ("A", "PRESS"),
-    ("X", "PRESS"),
-    ("RET", "PRESS"),
-    ("ESC", "RELEASE"),
-]
 
 
 def test_modal_cancel_mid_fit_changes_nothing(saved_scene, monkeypatch: pytest.MonkeyPatch) -> None:

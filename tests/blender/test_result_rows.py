@@ -220,8 +220,8 @@ def test_the_record_keeps_the_rmse_per_iteration_and_its_image() -> None:
     shown, log = drawn(result_ui.draw_loss_curve, ob, record)
     assert shown
     assert (
-        f"RMSE {history[0] * 1e3:.4g} mm \u2192 {history[-1] * 1e3:.4g} mm in {record['iterations']} iterations"
-        in labels(log)
+        f"RMSE {history[0] * 1e3:.4g} mm \u2192 {history[-1] * 1e3:.4g} mm "
+        f"in {record['iterations']} iterations" in labels(log)
     )
     assert f"Tolerance {record['tolerance_m'] * 1e3:.4g} mm (the dashed line)" in labels(log)
     assert operators(log) == ["object.fit_to_target_show_loss_curve"]
