@@ -158,12 +158,18 @@ class ToySimulator:
     def rollout_shifted(self, shift_m, frame_end, output_frames, goals) -> ToyRollout:
         raise NotImplementedError("the toy has no start-gap probe")
 
+    def record_maps(self, *_: Any) -> None:
+        raise NotImplementedError("the toy has no weight maps")
+
+    map_gradients = set_maps = record_maps
+
 
 class ToyModel:
     name = TOY_NAME
     label = "Ballistic sheet (test)"
     differentiable = True
     gradient_kinds = ("stable", "exact")  # both the same exact tape gradient here
+    map_kinds = ()  # no per-vertex weight maps
     parameters = (
         Parameter("drag", "Drag", 1.0, TOY_BOUNDS["drag"]),
         Parameter("gravity_scale", "Gravity scale", 1.0, TOY_BOUNDS["gravity_scale"]),

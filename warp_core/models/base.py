@@ -3,15 +3,15 @@
 The fit engine (``warp_core.fit``) only speaks to these two protocols, so a new model is
 a folder under ``warp_core/models/`` that registers a :class:`Model`; nothing in the fit
 engine changes. What a fit may do with a model (tape gradients, batches, rollouts side by
-side, the contact probe) the model and its simulators declare here, so the fit engine
-never asks for a model by name.
+side, the contact probe, per-vertex weight maps) the model and its simulators declare here,
+so the fit engine never asks for a model by name.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -206,6 +206,21 @@ class Simulator(Protocol):
         ``shift_m`` ((3,) metres): the start-gap probe. Called only where
         :meth:`contact_probe` is True; NotImplementedError where it is always False."""
 
+    # per-vertex weight maps: called only where ``Model.map_kinds`` is not empty, with some of
+    # its kinds; NotImplementedError where it is empty
+    def record_maps(self, kinds: Sequence[str]) -> None:
+        """From now on a rollout inside a ``wp.Tape`` also records the loss's gradient with
+        respect to the per-vertex weights of ``kinds`` (:meth:`map_gradients`)."""
+
+    def map_gradients(self) -> dict[str, np.ndarray]:
+        """kind -> d loss / d weight of each vertex ((N,) float64) of every recorded map, from
+        the last backward pass of a rollout recorded with them."""
+
+    def set_maps(self, maps: Mapping[str, np.ndarray]) -> None:
+        """New per-vertex weights (kind -> (N,) in [0, 1]) for the rollouts that follow (not
+        between a rollout on a tape and its backward pass, which recomputes with the weights
+        it finds); ValueError for a map the simulator cannot change (build a new one then)."""
+
 
 @runtime_checkable
 class Model(Protocol):
@@ -227,6 +242,13 @@ class Model(Protocol):
         """The kinds of tape gradient a fit may ask for (``FitSettings.gradient``); empty
         where the model is not :attr:`differentiable`. Read by the fit engine to check a
         fit's settings."""
+
+    @property
+    def map_kinds(self) -> tuple[str, ...]:
+        """The per-vertex weight maps (for Blender's cloth: its stiffness and shrink vertex
+        groups) whose loss gradient a rollout on a tape can record
+        (:meth:`Simulator.record_maps`); empty where none. Read by the fit's map gradient
+        (``FitObjective.map_gradient``) before it asks a simulator for one."""
 
     def default_settings(self) -> ModelSettings: ...
 

@@ -17,6 +17,7 @@ side by side on the CPU's cores (``tangents``). Adam takes the exact tape gradie
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -202,6 +203,37 @@ class FitObjective:
         """Loss 0.5 |r|^2 and its gradient from the tape, of ``kind`` (default the settings'
         ``gradient``): ``exact``, ``stable`` or ``implicit`` (see the cloth model's
         ``adjoint_stable``)."""
+        value, rollout, tape = self._backward(values, kind)
+        stable = (kind or self.settings.gradient) == "stable"
+        frozen = rollout.frozen if stable else None
+        grad = self.sim.params.grad.numpy().astype(float)
+        tape.zero()
+        found = {name: float(grad[self._param_index[name]]) for name in self.names}
+        return value, smoothed_where_chaotic(self, values, value, found, frozen) if stable else found
+
+    def map_gradient(
+        self, values: dict[str, float], maps: Sequence[str], kind: str | None = None
+    ) -> tuple[float, dict[str, np.ndarray]]:
+        """Loss 0.5 |r|^2 and its gradient with respect to the per-vertex weights of each of
+        ``maps`` (some of the model's ``map_kinds``; kind -> (N,)), from the tape of ``kind``
+        as :meth:`gradient`'s. Where the stable gradient smooths a parameter's entry over the
+        tangent step, a map's entries are as the tape gave them. The simulator records these
+        maps from then on (a parameter gradient with them costs a little more, same numbers)."""
+        missing = [m for m in maps if m not in self.model.map_kinds]
+        if missing:
+            raise FitError(f"the {self.model.label} model has no tape gradient for the map(s) {missing}")
+        refusal = self.tape_gradient_refusal()
+        if refusal is not None:
+            raise FitError(f"{refusal}: no map gradient")
+        self.sim.record_maps(maps)
+        value, _, tape = self._backward(values, kind)
+        found = self.sim.map_gradients()
+        tape.zero()
+        return value, found
+
+    def _backward(self, values: dict[str, float], kind: str | None) -> tuple[float, Any, wp.Tape]:
+        """A rollout at ``values`` on a tape, its loss and the backward pass of ``kind``: the
+        loss, the rollout and the tape (the caller reads the gradients, then zeroes it)."""
         if not self.target.has_tape_gradient:
             raise FitError(self.target.tape_refusal or f"{self.target.label} have no tape gradient")
         self.check_bounds(values)
@@ -222,14 +254,9 @@ class FitObjective:
             raise FloatingPointError(f"the simulation diverged at {format_values(values)}")
         # a torn-apart rollout can have a finite loss: the same check as for residuals
         self.check_diverged(rollout.numpy(), values)
-        stable = (kind or self.settings.gradient) == "stable"
-        frozen = rollout.frozen if stable else None
         tape.backward(loss)
         self.n_backward += 1
-        grad = self.sim.params.grad.numpy().astype(float)
-        tape.zero()
-        found = {name: float(grad[self._param_index[name]]) for name in self.names}
-        return value, smoothed_where_chaotic(self, values, value, found, frozen) if stable else found
+        return value, rollout, tape
 
     # ------------------------------------------------------------------ reporting
     def errors(self, values: dict[str, float]) -> dict[int, np.ndarray]:

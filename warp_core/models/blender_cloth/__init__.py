@@ -6,7 +6,8 @@ numpy), ``force_kernels``, ``solver_kernels`` and ``adjoint_kernels`` (Warp kern
 ``schedule`` (substep times, CG limits), ``tape`` (launching outside the caller's tape),
 ``arrays`` (the mesh's fixed device arrays), ``buffers`` (one substep's work arrays),
 ``state`` (what a rollout carries and writes), ``step`` (one substep's launches),
-``graphs`` (substeps as captured graphs), ``adjoint`` (the backward pass), ``simulator``
+``graphs`` (substeps as captured graphs), ``maps`` (the vertex groups' weight maps: their
+gradient and new weights), ``adjoint`` (the backward pass), ``simulator``
 (``ClothSimulator`` and its rollouts) and ``model`` (the registry entry).
 """
 

@@ -7,7 +7,9 @@ truncated solver computes, with memory O(substeps * N) plus one substep's transi
 buffers. With graphs, each substep index and CG length (rounded up to a block bound) is
 captured once and replayed; the work arrays and graphs stay on the simulator for the next
 backward pass until a setting the graphs bake in changes. ``sim.gradient`` chooses the
-reverse: exact, implicit or stable (``adjoint_stable``).
+reverse: exact, implicit or stable (``adjoint_stable``). Where the simulator records weight
+maps (``maps``), each substep's reverse also yields the gradient of the per-spring weights
+(and rest lengths), which a ``maps.MapRecorder`` sums.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import warp as wp
 from ...capture import graph_capture
 from .adjoint_kernels import accumulate_scalar_kernel, accumulate_vec3_kernel
 from .adjoint_stable import ImplicitSubstepReverse, SubstepGuard
+from .arrays import ClothArrays
 from .buffers import SubstepBuffers
 from .graphs import graph_key
+from .maps import MapRecorder, release_gradients
 from .params import ClothParams
 from .schedule import CG_BLOCK_BOUNDS, CG_MAX_ITERATIONS
 from .state import ClothState, RolloutPlan
@@ -54,6 +58,7 @@ class BackwardWorkspace:
     buf: SubstepBuffers | None = None
     implicit: ImplicitSubstepReverse | None = None
     guard: SubstepGuard | None = None
+    maps: MapRecorder | None = None  # where the simulator records weight maps
     graphs: dict = field(default_factory=dict)
 
 
@@ -71,6 +76,8 @@ class ReversibleSimulator(Protocol):
     solver: SubstepSolver
     gradient: str  # one of GRADIENT_KINDS
     cg_tolerance: float
+    recorded_maps: tuple[str, ...]  # the weight maps whose gradient the backward pass sums (maps.py)
+    arrays: ClothArrays  # the mesh's arrays, whose weights' gradients a MapRecorder switches on
     # the last pass's workspace, reused while what its graphs bake in is unchanged
     backward_workspace: BackwardWorkspace | None
 
@@ -118,15 +125,25 @@ def recompute_bytes(sim: ReversibleSimulator, cg_iterations: int) -> int:
 
 
 def _workspace(
-    sim: ReversibleSimulator, settings, schedule, with_exact: bool, with_implicit: bool
+    sim: ReversibleSimulator,
+    settings,
+    schedule,
+    with_exact: bool,
+    with_implicit: bool,
+    maps: tuple[str, ...],
 ) -> BackwardWorkspace:
-    """The simulator's workspace for a backward pass of these settings, captured anew only
-    when what the graphs bake in (schedule, gravity, ...; ``graph_key``) or the kind changed."""
+    """The simulator's workspace for a backward pass of these settings and weight maps,
+    captured anew only when what the graphs bake in (schedule, gravity, ...; ``graph_key``),
+    the kind or the maps changed."""
     use_graphs = sim.use_graphs
-    key = (graph_key(settings, schedule), with_exact, with_implicit, use_graphs, sim.cg_tolerance)
+    key = (graph_key(settings, schedule), with_exact, with_implicit, use_graphs, sim.cg_tolerance, maps)
     ws = sim.backward_workspace
     if ws is not None and ws.key == key:
         return ws
+    # before any capture: the graphs bake in whether the arrays have gradients
+    recorder = MapRecorder(sim.arrays, maps) if maps else None
+    if recorder is None:
+        release_gradients(sim.arrays)
     d, n, vec3 = sim.device, sim.vertex_count, sim.vec3
 
     def vec(requires_grad: bool = False) -> wp.array:
@@ -145,11 +162,12 @@ def _workspace(
         goal_old=vec(),
         goal_new=vec(),
         use_graphs=use_graphs,
+        maps=recorder,
     )
     if with_implicit:
         ws.implicit = ImplicitSubstepReverse(sim.solver, sim.make_buffers, sim.cg_tolerance)
     if with_implicit and with_exact:
-        ws.guard = SubstepGuard(sim.solver, sim.params.shape[0])
+        ws.guard = SubstepGuard(sim.solver, sim.params.shape[0], recorder.grads if recorder else ())
     if use_graphs and with_exact:
         # every CG iteration keeps its own buffers; the graphs replay the recompute and its
         # backward for any substep of their index and length (masked iterations add nothing)
@@ -189,8 +207,10 @@ def record_rollout_backward(
     user_params = sim.params
     # values only: a clone of an array with requires_grad would carry its gradient along
     params_snapshot = wp.clone(user_params, requires_grad=False)
-    # the settings of the forward pass, even if the caller changes them before backward
+    # the settings (and maps recorded) of the forward pass, even if the caller changes them
+    # before backward
     settings_snapshot = sim.settings
+    maps_snapshot = tuple(sim.recorded_maps)
     if sim.gradient not in GRADIENT_KINDS:
         raise ValueError(f"gradient must be one of {GRADIENT_KINDS}, got {sim.gradient!r}")
     with_implicit = sim.gradient in ("implicit", "stable")
@@ -200,13 +220,15 @@ def record_rollout_backward(
         d = sim.device
         n = sim.vertex_count
         out_grad = rollout.positions.grad
-        ws = _workspace(sim, settings_snapshot, schedule, with_exact, with_implicit)
+        ws = _workspace(sim, settings_snapshot, schedule, with_exact, with_implicit, maps_snapshot)
         adj_x, adj_v, param_grad = ws.adj_x, ws.adj_v, ws.param_grad
         x_in, v_in, x_out, v_out, params_in = ws.x_in, ws.v_in, ws.x_out, ws.v_out, ws.params_in
         buf, graphs, implicit, guard = ws.buf, ws.graphs, ws.implicit, ws.guard
-        goal_old, goal_new, use_graphs = ws.goal_old, ws.goal_new, ws.use_graphs
+        goal_old, goal_new, use_graphs, maps = ws.goal_old, ws.goal_new, ws.use_graphs, ws.maps
         for array in (adj_x, adj_v, param_grad, params_in.grad):
             array.zero_()
+        if maps is not None:
+            maps.zero()
         wp.copy(params_in, params_snapshot)
 
         def substep(
@@ -233,6 +255,8 @@ def record_rollout_backward(
                 inputs=[params_in.grad],
                 outputs=[param_grad],
             )
+            if maps is not None:
+                maps.add()
 
         def reverse(inner: wp.Tape) -> None:
             inner.backward(grads={x_out: adj_x, v_out: adj_v})

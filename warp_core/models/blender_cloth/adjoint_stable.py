@@ -93,7 +93,16 @@ def _kernels(dtype):
             if i < params.shape[0]:
                 params[i] = kept_params[i]
 
-    return solve_adjoint_vertices, solve_adjoint_springs, guard
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def guard_scalars(
+        kept: wp.array(dtype=dtype), norms: wp.array(dtype=dtype), factor: dtype, out: wp.array(dtype=dtype)
+    ):
+        # the same choice as ``guard`` for one more gradient array (a weight map's)
+        i = wp.tid()
+        if not (norms[0] + norms[1] <= factor * factor * (norms[2] + norms[3])):
+            out[i] = kept[i]
+
+    return solve_adjoint_vertices, solve_adjoint_springs, guard, guard_scalars
 
 
 class ImplicitSubstepReverse:
@@ -108,7 +117,7 @@ class ImplicitSubstepReverse:
         self.dv = wp.zeros(
             a.vertex_count, dtype=solver.kernels.forces.vec3, device=a.device, requires_grad=True
         )
-        self.vertex_kernel, self.spring_kernel, _ = _kernels(a.dtype)
+        self.vertex_kernel, self.spring_kernel = _kernels(a.dtype)[:2]
         for kernel in (self.vertex_kernel, self.spring_kernel):
             wp.load_module(kernel.module, device=a.device)  # a graph capture must not load it
         self.tolerance = min(tolerance, ADJOINT_TOLERANCE)  # of the adjoint solve
@@ -207,9 +216,10 @@ class ImplicitSubstepReverse:
 class SubstepGuard:
     """Holds one substep's implicit reverse (``keep``) and puts it in place of the exact
     one where the exact one amplified the adjoint more (``choose``): device work only, so
-    it can sit inside a captured graph."""
+    it can sit inside a captured graph. ``extras``: more gradient arrays the reverse writes
+    (a weight map's, ``maps.MapRecorder``), kept and chosen alike."""
 
-    def __init__(self, solver: SubstepSolver, n_params: int) -> None:
+    def __init__(self, solver: SubstepSolver, n_params: int, extras: tuple[wp.array, ...] = ()) -> None:
         a = solver.arrays
         vec3 = solver.kernels.forces.vec3
         self.solver = solver
@@ -218,14 +228,19 @@ class SubstepGuard:
         self.params = wp.zeros(n_params, dtype=a.dtype, device=a.device)
         self.partials = wp.zeros((4, solver.dot_columns), dtype=a.dtype, device=a.device)
         self.norms = wp.zeros(4, dtype=a.dtype, device=a.device)
-        self.kernel = _kernels(a.dtype)[2]
+        self.extras = extras
+        self.kept_extras = tuple(wp.zeros_like(e) for e in extras)
+        self.kernel, self.scalar_kernel = _kernels(a.dtype)[2:]
         self.factor = a.dtype(GUARD_FACTOR)
-        wp.load_module(self.kernel.module, device=a.device)  # a graph capture must not load it
+        for kernel in (self.kernel, self.scalar_kernel):
+            wp.load_module(kernel.module, device=a.device)  # a graph capture must not load it
 
     def keep(self, x_grad: wp.array, v_grad: wp.array, param_grad: wp.array) -> None:
         wp.copy(self.x, x_grad)
         wp.copy(self.v, v_grad)
         wp.copy(self.params, param_grad)
+        for kept, extra in zip(self.kept_extras, self.extras, strict=True):
+            wp.copy(kept, extra)
 
     def choose(self, x_grad: wp.array, v_grad: wp.array, param_grad: wp.array) -> None:
         """Overwrite the exact reverse's gradients with the kept ones where it exploded."""
@@ -239,3 +254,11 @@ class SubstepGuard:
             inputs=[self.x, self.v, self.params, self.norms, self.factor],
             outputs=[x_grad, v_grad, param_grad],
         )
+        for kept, extra in zip(self.kept_extras, self.extras, strict=True):
+            wp.launch(
+                self.scalar_kernel,
+                dim=extra.shape[0],
+                device=self.solver.arrays.device,
+                inputs=[kept, self.norms, self.factor],
+                outputs=[extra],
+            )

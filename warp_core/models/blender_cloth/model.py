@@ -6,6 +6,7 @@ from typing import Any
 
 from ...mesh import ClothMesh
 from ..base import Parameter
+from .maps import MAP_KINDS
 from .params import ALL_PARAMETER_NAMES, PARAMETER_BOUNDS, ClothParams
 from .simulator import ClothSimulator
 
@@ -69,6 +70,8 @@ class BlenderClothModel:
     # not "implicit" (adjoint_stable.py): alone it is biased where Blender's truncated CG
     # matters; the benchmarks compare it with these two
     gradient_kinds = ("stable", "exact")
+    # the vertex groups' weights: their gradient from the same tape (maps.py)
+    map_kinds = MAP_KINDS
 
     def __init__(self) -> None:
         defaults = ClothParams()

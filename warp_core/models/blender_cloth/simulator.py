@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,7 @@ from .batch import batch_arrays, batch_width, rollout_batch
 from .buffers import SubstepBuffers
 from .collision import CollisionStage
 from .graphs import SubstepGraphs
+from .maps import checked_kinds, paint, vertex_gradients
 from .params import ALL_PARAMETER_NAMES, COLLISION_FIELDS, ClothParams
 from .schedule import CG_TOLERANCE, SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
@@ -366,6 +368,22 @@ class ClothSimulator:
     def contact_probe(self) -> bool:
         """With collision objects, contacts may decide the motion (``rollout_shifted``)."""
         return bool(self.settings.colliders)
+
+    recorded_maps: tuple[str, ...] = ()  # the weight maps (maps.py) a rollout on a tape records
+
+    def record_maps(self, kinds: Sequence[str]) -> None:
+        """Rollouts on a tape record the gradient of these weight maps from now on."""
+        self.recorded_maps = checked_kinds(kinds, self.settings)
+
+    def map_gradients(self) -> dict[str, np.ndarray]:
+        """kind -> d loss / d weight per vertex (N,), from the last backward pass (maps.py)."""
+        ws = self.backward_workspace
+        return vertex_gradients(self, None if ws is None else ws.maps)
+
+    def set_maps(self, maps: Mapping[str, np.ndarray]) -> None:
+        """New weights for some stiffness maps, kind -> (N,) in [0, 1]."""
+        self.mesh, self.topology = paint(self.mesh, self.topology, self.arrays, maps)
+        self._batch = None  # it holds the old weights
 
     def rollout_shifted(
         self, shift_m: np.ndarray, frame_end: int, output_frames: list[int], goals: np.ndarray | None

@@ -223,8 +223,8 @@ def build_topology(
         hinge_face_vertices=np.array(flat, dtype=np.int32),
         pinned=pinned,
         goal_weight=goal,
-        spring_lin_stiffness=_spring_lin_stiffness(mesh, spring_arr, kind_arr),
-        hinge_ang_stiffness=_pair_mean(mesh.bending_stiffness_weight, hinge_arr, mesh.vertex_count),
+        spring_lin_stiffness=spring_lin_stiffness(mesh, spring_arr, kind_arr),
+        hinge_ang_stiffness=hinge_ang_stiffness(mesh, hinge_arr),
         spring_shrink=_spring_shrink(mesh, spring_arr, kind_arr, shrink_min, shrink_max),
     )
 
@@ -257,9 +257,10 @@ def _pair_mean(weights: np.ndarray | None, pairs: np.ndarray, n: int) -> np.ndar
     return (w[pairs[:, 0]] + w[pairs[:, 1]]) / 2.0
 
 
-def _spring_lin_stiffness(mesh: ClothMesh, springs: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """cloth_build_springs: structural springs take the structural group, shear springs (the
-    polygon diagonals) the shear group, LINEAR bending springs the bending group."""
+def spring_lin_stiffness(mesh: ClothMesh, springs: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Each spring's group weight (Blender's lin_stiffness, cloth_build_springs): structural
+    springs take the structural group, shear springs (the polygon diagonals) the shear group,
+    LINEAR bending springs the bending group; (S,) float64."""
     n = mesh.vertex_count
     groups = {
         SPRING_STRUCTURAL: mesh.structural_stiffness_weight,
@@ -273,6 +274,12 @@ def _spring_lin_stiffness(mesh: ClothMesh, springs: np.ndarray, kind: np.ndarray
     # sewing springs keep 0: cloth_update_springs resets every spring's weight before each
     # step and gives them none back (the build's 1 never acts)
     return lin
+
+
+def hinge_ang_stiffness(mesh: ClothMesh, hinges: np.ndarray) -> np.ndarray:
+    """Each hinge's bending-group weight (Blender's ang_stiffness): the mean of its axis's two
+    vertices, (H,) float64."""
+    return _pair_mean(mesh.bending_stiffness_weight, hinges, mesh.vertex_count)
 
 
 def _linear_bending_springs(springs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

@@ -39,6 +39,7 @@ class SoftBodyModel:
     label = "Soft Body (VBD)"
     differentiable = False  # Newton's VBD records no tape: the fit takes finite differences
     gradient_kinds: tuple[str, ...] = ()
+    map_kinds: tuple[str, ...] = ()  # no per-vertex weight maps
 
     def __init__(self) -> None:
         defaults = SoftBodyParams()

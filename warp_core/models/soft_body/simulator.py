@@ -241,6 +241,12 @@ class SoftBodySimulator:
         """Never: ``contact_probe`` is False."""
         raise NotImplementedError(f"the {MODEL_NAME} model has no start-gap probe (contact_probe is False)")
 
+    # never: the model's map_kinds is empty (no per-vertex weight maps)
+    def record_maps(self, *_: object) -> NoReturn:
+        raise NotImplementedError(f"the {MODEL_NAME} model has no weight maps")
+
+    map_gradients = set_maps = record_maps
+
     # ---------------------------------------------------------------- rollout
     def _load_goals(self, goals: np.ndarray | None, n_frames: int) -> None:
         """Upload the pinned nodes' positions and the collider poses of every frame."""
