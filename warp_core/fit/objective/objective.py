@@ -17,7 +17,7 @@ side by side on the CPU's cores (``tangents``). Adam takes the exact tape gradie
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -230,6 +230,13 @@ class FitObjective:
         found = self.sim.map_gradients()
         tape.zero()
         return value, found
+
+    def set_maps(self, maps: Mapping[str, np.ndarray]) -> None:
+        """New per-vertex weights for some of the model's maps (``Simulator.set_maps``) on the
+        simulator the tape runs; the cached rollout goes with the old ones. The pool's
+        simulators (a Jacobian's rollouts) keep the problem's weights."""
+        self.sim.set_maps(maps)
+        self._cache = None
 
     def _backward(self, values: dict[str, float], kind: str | None) -> tuple[float, Any, wp.Tape]:
         """A rollout at ``values`` on a tape, its loss and the backward pass of ``kind``: the

@@ -1,0 +1,98 @@
+"""L-BFGS within a box, for many unknowns at once (a weight per vertex), numpy only.
+
+The extension ships numpy, not SciPy, so this is not SciPy's L-BFGS-B: the bounds are held by
+projection, as in ``lbfgs.py`` (an unknown at a bound whose gradient pushes outwards is held
+for the step, every trial point is clipped into the box), and each step backtracks from the
+quasi-Newton step until the value falls by a small fraction of what the gradient predicts
+(Armijo). Without curvature pairs yet, the first step moves no unknown by more than
+``FIRST_STEP`` of the box's width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["BoxResult", "minimize_box"]
+
+MEMORY = 10  # curvature pairs kept
+ARMIJO = 1e-4  # fraction of the predicted decrease a step must achieve
+MAX_TRIALS = 20  # trial steps per line search, each half the last
+FIRST_STEP = 0.1  # largest move of an unknown without curvature, as a fraction of its range
+
+
+@dataclass
+class BoxResult:
+    """Where :func:`minimize_box` stopped: made by it, read by the map fit (``maps.fit_map``)."""
+
+    x: np.ndarray
+    value: float
+    gradient: np.ndarray
+    iterations: int  # accepted steps
+    evaluations: int  # calls of the function
+    stop: str  # "converged_gradient", "converged_value", "max_iterations" or "no_progress"
+
+
+def _two_loop(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The L-BFGS product H g from the kept pairs (s, y), H0 scaled by the newest pair."""
+    q = g.copy()
+    alphas = []
+    for s, y in reversed(pairs):
+        a = (s @ q) / (y @ s)
+        alphas.append(a)
+        q -= a * y
+    s, y = pairs[-1]
+    r = q * ((s @ y) / (y @ y))
+    for (s, y), a in zip(pairs, reversed(alphas), strict=True):
+        r += (a - (y @ r) / (y @ s)) * s
+    return r
+
+
+def minimize_box(
+    fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    x0: np.ndarray,
+    bounds: tuple[np.ndarray, np.ndarray],
+    max_iterations: int = 50,
+    rel_tol: float = 1e-9,
+) -> BoxResult:
+    """Minimise ``fun`` (x -> value, gradient) over ``bounds`` (lower, upper arrays) from ``x0``,
+    for at most ``max_iterations`` accepted steps or until a step gains less than ``rel_tol``
+    of the value."""
+    lower, upper = (np.asarray(b, dtype=np.float64) for b in bounds)
+    x = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
+    f, g = fun(x)
+    evaluations, steps, pairs, stop = 1, 0, [], "max_iterations"
+    while steps < max_iterations:
+        if np.abs(x - np.clip(x - g, lower, upper)).max() == 0.0:
+            stop = "converged_gradient"
+            break
+        # held: at a bound with the gradient pushing outwards
+        free = ~(((x <= lower) & (g > 0.0)) | ((x >= upper) & (g < 0.0)))
+        d = -_two_loop(g * free, pairs) * free if pairs else -g * free
+        if not d @ g < 0.0:  # not a descent direction: the gradient alone, memory dropped
+            d, pairs = -g * free, []
+        if not pairs:
+            d *= FIRST_STEP * np.max(upper - lower) / np.abs(d).max()
+        t = 1.0
+        for _ in range(MAX_TRIALS):
+            x_new = np.clip(x + t * d, lower, upper)
+            f_new, g_new = fun(x_new)
+            evaluations += 1
+            if f_new <= f + ARMIJO * (g @ (x_new - x)):
+                break
+            t *= 0.5
+        else:
+            stop = "no_progress"
+            break
+        s, y = x_new - x, g_new - g
+        if s @ y > 1e-12 * np.sqrt((s @ s) * (y @ y)):
+            pairs = [*pairs, (s, y)][-MEMORY:]
+        gain = f - f_new
+        x, f, g = x_new, f_new, g_new
+        steps += 1
+        if gain <= rel_tol * abs(f):
+            stop = "converged_value"
+            break
+    return BoxResult(x, f, g, steps, evaluations, stop)
