@@ -57,6 +57,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "whole cloth fits of N x N clamped sheets (two stiffness values from 3x off) on the CPU and "
         "on each CUDA device: the vertex count from which the GPU is faster, which Device Auto uses",
     ),
+    "map_scale": Benchmark(
+        "bench/map_scale.py",
+        "a free structural map (one weight per vertex) of N x N sheets fitted on a device from a "
+        "uniform start: wall time with a warm kernel cache, steps, how close the weights come to "
+        "the hidden map, and the device memory per vertex per substep",
+    ),
     "many_parameters_spread": Benchmark(
         "bench/many_parameters.py",
         "how far one Levenberg-Marquardt fit of 12 parameters lands from another of the same scene "
