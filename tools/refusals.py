@@ -303,6 +303,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "panel-buttons",
         (
             "addon/scene/write_back.py",
+            "addon/scene/map_groups.py",
             "addon/ui/object_operators.py",
             "addon/scene/bake.py",
             "addon/scene/bake_colors.py",
