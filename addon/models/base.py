@@ -96,18 +96,6 @@ class SceneModel(Protocol):
         """Raise ValueError naming what the model cannot simulate in ``mesh`` (bad input,
         found before the fit instead of failing it)."""
 
-    def sample_goals(
-        self,
-        ob: bpy.types.Object,
-        depsgraph: bpy.types.Depsgraph,
-        scene: bpy.types.Scene,
-        frames: Sequence[float],
-        on_frame: Callable[[int, float], None] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(goals (F, N, 3), world matrices (F, 4, 4)) at ``frames``; ``on_frame(k, frame)``
-        runs with the scene at each frame. The scene frame is restored afterwards. The
-        blocking run of :meth:`sample_goals_steps`."""
-
     def sample_goals_steps(
         self,
         ob: bpy.types.Object,
@@ -116,8 +104,10 @@ class SceneModel(Protocol):
         frames: Sequence[float],
         on_frame: Callable[[int, float], None] | None = None,
     ) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`sample_goals` as stepped work (``addon/scene/steps.py``): a ``Step`` per
-        frame, the goals and matrices its value; closed halfway, the scene is restored."""
+        """(goals (F, N, 3), world matrices (F, 4, 4)) at ``frames`` as stepped work
+        (``addon/scene/steps.py``; ``run_blocking`` runs it in one go): a ``Step`` per frame,
+        ``on_frame(k, frame)`` run with the scene at each frame. The scene frame is restored
+        at the end, and when it is closed halfway."""
 
     def frame_sampler(
         self,

@@ -33,6 +33,7 @@ from .bake_colors import ERROR_ATTRIBUTE as ERROR_ATTRIBUTE  # the colour attrib
 from .bake_colors import error_colors_steps, write_error_colors
 from .checks import check_object
 from .prepare import sized_device
+from .records import read_record
 from .steps import OffMainThread, Step, StepGenerator, run_blocking, within
 
 CACHE_MODIFIER_NAME = "Fit to Target Bake"
@@ -299,9 +300,8 @@ def target_frames(ob: bpy.types.Object) -> list[int]:
     command's ``--target`` replaces the first for the fit only)."""
     frames = {int(t.frame) for t in ob.fit_to_target.targets}
     try:
-        record = json.loads(ob.fit_to_target.result_json or "{}")
-        frames.update(int(f) for f in record.get("target_frames") or [])
-    except (ValueError, TypeError, AttributeError):
+        frames.update(int(f) for f in (read_record(ob) or {}).get("target_frames") or [])
+    except (ValueError, TypeError):
         pass  # a record this version cannot read names no frames
     return sorted(frames)
 

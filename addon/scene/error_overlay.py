@@ -30,6 +30,7 @@ from ..request import request_from_object
 from .checks import check_object
 from .error_ramp import LEGEND, error_ramp
 from .prepare import prepare_fit
+from .records import read_record
 
 ERROR_ATTRIBUTE = "fit_error"  # the bake's error colours use the same attribute
 SHADING = ("SOLID", "VERTEX")  # the viewport's shading type and colour type ("Attribute")
@@ -67,10 +68,7 @@ def nearest_target_frame(frames: list[int], frame: int) -> int:
 
 def recorded_tolerances(ob: bpy.types.Object) -> dict[str, float]:
     """The tolerance of the object's last fit by unit symbol ({"m": 0.001}); main thread."""
-    try:
-        record = json.loads(ob.fit_to_target.result_json or "{}")
-    except ValueError:
-        return {}
+    record = read_record(ob) or {}
     unit = unit_of(record.get("unit"))
     last = record.get(f"tolerance_{unit.symbol}")
     return {unit.symbol: float(last)} if isinstance(last, int | float) and last > 0.0 else {}

@@ -16,7 +16,6 @@ same shape.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import bpy
 import numpy as np
 
 from ...warp_core.targets.units import unit_of
+from .records import read_record
 
 IMAGE_SIZE = (480, 240)  # width, height of the image the Image Editor shows
 PREVIEW_SIZE = (192, 192)  # the panel's picture (an icon preview, square)
@@ -214,11 +214,8 @@ def update_curve_image(
 def record_curve_image(ob: bpy.types.Object) -> bpy.types.Image | None:
     """Draw the object's last result's curve (:func:`rmse_history`, its tolerance) into its
     image; None when the object has no result with a loss history."""
-    try:
-        record = json.loads(ob.fit_to_target.result_json or "{}")
-    except ValueError:
-        return None
-    values = rmse_history(record) if isinstance(record, dict) else []
+    record = read_record(ob)
+    values = rmse_history(record) if record is not None else []
     if not values:
         return None
     tolerance = record.get(f"tolerance_{unit_of(record.get('unit')).symbol}")

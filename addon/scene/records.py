@@ -4,6 +4,7 @@ report lists, for a finished fit and for a failed one."""
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import bpy
@@ -117,3 +118,15 @@ def shared_summary(summary: dict) -> str:
     if summary.get("undetermined"):
         text += f"; still undetermined: {', '.join(summary['undetermined'])}"
     return text
+
+
+def read_record(ob: bpy.types.Object) -> dict | None:
+    """The object's last fit record (``result_json``), or None without a readable one."""
+    text = ob.fit_to_target.result_json
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None

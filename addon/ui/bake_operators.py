@@ -49,12 +49,19 @@ def active_bake() -> BakeProgress | None:
     return _bake
 
 
+def bake_under_way() -> str | None:
+    """ "A bake of 'Flag' is running" while a modal bake runs (no fit or other bake may start
+    then), else None."""
+    return f"A bake of '{_bake.object_name}' is running" if _bake is not None else None
+
+
 def _check_can_start(ob: bpy.types.Object | None) -> None:
     check_object(ob)
     if busy_with() is not None:
         raise FitInputError("A fit is running: bake when it has finished")
-    if _bake is not None:
-        raise FitInputError(f"A bake of '{_bake.object_name}' is running: wait for it or cancel it")
+    busy = bake_under_way()
+    if busy is not None:
+        raise FitInputError(f"{busy}: wait for it or cancel it")
 
 
 def _status(context: bpy.types.Context, text: str | None) -> None:

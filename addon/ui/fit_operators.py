@@ -28,7 +28,7 @@ from ..session import (
     end_export,
     end_session,
 )
-from .bake_operators import active_bake
+from .bake_operators import bake_under_way
 from .fit_results import write_results
 
 TIMER_STEP_S = 0.1  # how often the modal operator polls the worker's queue
@@ -81,7 +81,7 @@ def _requests(
     """Every fitted object with its request, the active one first; None (reported, nothing
     started) when any cannot run or other work is under way. A shared fit takes its
     parameters, ties and run settings from the active object."""
-    busy = busy_with() or (f"A bake of '{active_bake().object_name}' is running" if active_bake() else None)
+    busy = busy_with() or bake_under_way()
     if busy is not None:
         op.report({"ERROR"}, f"{busy}: wait for it or cancel it")
         return None

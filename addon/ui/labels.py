@@ -1,27 +1,11 @@
-"""What the panel reads of an object's fit: its last record, and the names its parameters
-are shown by (Blender's own, from the model's parameter rows)."""
+"""The names a model's parameters are shown by in the panel: Blender's own, from the model's
+parameter rows, else the model's labels."""
 
 from __future__ import annotations
-
-import json
-
-import bpy
 
 from ...warp_core.models import get_model
 from ..models.parameter_rows import parameter_labels
 from ..models.registry import scene_model
-
-
-def read_record(ob: bpy.types.Object) -> dict | None:
-    """The object's last fit record (``result_json``), or None without a readable one."""
-    text = ob.fit_to_target.result_json
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def model_labels(model_name: str) -> dict[str, str]:

@@ -5,8 +5,6 @@ No ``from __future__ import annotations``: Blender reads operator properties fro
 annotations, which must stay objects.
 """
 
-import json
-
 import bpy
 from bpy.props import BoolProperty
 
@@ -14,6 +12,7 @@ from ..errors import FitInputError
 from ..models.registry import object_model
 from ..scene.bake import is_baked, unbake_object
 from ..scene.checks import check_object
+from ..scene.records import read_record
 from ..scene.write_back import apply_result, revert
 
 
@@ -140,11 +139,7 @@ class _ObjectResultOperator(bpy.types.Operator):
 def run_objects(ob: bpy.types.Object) -> list[bpy.types.Object]:
     """The objects fitted in the same run as ``ob`` (its last result says which), that still
     exist; ``ob`` alone when it was fitted by itself."""
-    try:
-        record = json.loads(ob.fit_to_target.result_json or "{}")
-    except ValueError:
-        record = {}
-    names = record.get("run_objects") or [ob.name]
+    names = (read_record(ob) or {}).get("run_objects") or [ob.name]
     objects = [bpy.data.objects.get(n) for n in names]
     return [o for o in objects if o is not None] or [ob]
 

@@ -12,10 +12,10 @@ import bpy
 from ...warp_core.fit.verdict.report import record_misfit
 from ..models.registry import MODEL_FROM_MODIFIER, model_label, object_model
 from ..scene.checks import why_not_fittable
+from ..scene.records import read_record
 from ..session import FitSession, active_export, active_session, busy_with
-from .bake_operators import active_bake
+from .bake_operators import active_bake, bake_under_way
 from .fit_operators import fit_objects
-from .labels import read_record
 from .panel_result import contacts_line, draw_result, run_rows
 from .panel_settings import FIT_UL_targets, draw_parameters, draw_solver, draw_targets
 from .text_wrap import width_chars, wrapped_label
@@ -75,9 +75,7 @@ def draw_model(layout: bpy.types.UILayout, ob: bpy.types.Object, width: int) -> 
 
 def draw_fit_button(context: bpy.types.Context, layout: bpy.types.UILayout, width: int) -> None:
     """Why the Fit button is disabled (if it is), the objects it fits, and the button."""
-    bake = active_bake()
-    busy = busy_with() or (f"A bake of '{bake.object_name}' is running" if bake is not None else None)
-    reason = why_not_fittable(context, busy=busy)
+    reason = why_not_fittable(context, busy=busy_with() or bake_under_way())
     if reason:
         col = layout.column()
         col.alert = True

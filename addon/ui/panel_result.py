@@ -15,8 +15,8 @@ import bpy
 
 from ...warp_core.fit.verdict.report import format_value, record_misfit
 from ..models.registry import DEFAULT_MODEL
-from ..scene.records import shared_summary
-from .labels import model_labels, read_record
+from ..scene.records import read_record, shared_summary
+from .labels import model_labels
 from .panel_settings import draw_error_frame
 from .result_ui import draw_error_legend, draw_loss_curve, draw_matched, draw_staleness
 from .text_wrap import wrapped_label

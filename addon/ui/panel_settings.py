@@ -10,8 +10,9 @@ import bpy
 
 from ..models.registry import DEFAULT_MODEL, object_model
 from ..request import fitted_parameters
+from ..scene.records import read_record
 from ..warp_setup import choose_device
-from .labels import model_labels, read_record
+from .labels import model_labels
 from .result_ui import draw_jump_button, draw_start_values
 from .text_wrap import wrapped_label
 from .tracks_ui import draw_tracks

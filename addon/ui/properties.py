@@ -20,7 +20,7 @@ from bpy.props import (
 from ...warp_core.models import get_model
 from ..models.parameter_rows import parameter_rows
 from ..models.registry import MODEL_FROM_MODIFIER, MODEL_ITEMS, scene_models
-from ..warp_setup import configure_warp
+from ..warp_setup import cuda_device_names
 from .switches import auto_switch, explicit_switch, last_frame_switch
 
 LOSS_ITEMS = [
@@ -130,17 +130,14 @@ def device_items() -> list[tuple[str, str, str, int]]:
     """("AUTO", ...), ("cpu", ...), then one item per CUDA device with its name."""
     if not _device_items_cache:
         items = [("cpu", "CPU", "Run the fit on the CPU", 1)]
-        gpus: list[tuple[str, str]] = []
         try:
-            import warp as wp
-
-            configure_warp()
-            for index, device in enumerate(wp.get_cuda_devices()):
-                gpus.append((device.alias, f"{device.name} ({device.alias})"))
-                items.append((device.alias, gpus[-1][1], f"Run the fit on {device.name}", index + 2))
+            names = cuda_device_names()
         except Exception:  # no driver, no Warp: the CPU is still there
-            pass
-        best = gpus[0][1] if gpus else "CPU"
+            names = []
+        gpus = [f"{name} (cuda:{index})" for index, name in enumerate(names)]
+        for index, (name, label) in enumerate(zip(names, gpus, strict=True)):
+            items.append((f"cuda:{index}", label, f"Run the fit on {name}", index + 2))
+        best = gpus[0] if gpus else "CPU"
         auto = (
             f"The CPU for cloths of fewer vertices than where {best} was measured faster, "
             f"{best} from there (or always, where no GPU was measured)"

@@ -44,6 +44,7 @@ def addon_module(name: str) -> ModuleType:
 
 bake = addon_module("scene.bake")
 prepare = addon_module("scene.prepare")
+steps = addon_module("scene.steps")
 fit_request = addon_module("request")
 fit_session = addon_module("session")
 fit_operators = addon_module("ui.fit_operators")
@@ -212,7 +213,8 @@ def model_trajectory(ob: bpy.types.Object, frame_end: int, values: dict | None =
     scene.frame_set(frame)
     sampler = model.frame_sampler(scene, ob, mod, depsgraph)
     with sampler:
-        goals, _ = model.sample_goals(ob, depsgraph, scene, list(range(start, frame_end + 1)), sampler)
+        frames = list(range(start, frame_end + 1))
+        goals, _ = steps.run_blocking(model.sample_goals_steps(ob, depsgraph, scene, frames, sampler))
     params = sampler.settings(model.read_settings(mod, scene)).replace(**(values or {}))
     sim = get_model(model.name).build(mesh, params, "cpu", model.precision, start_frame=start)
     return sim.rollout(frame_end, None, goals).numpy()

@@ -29,6 +29,7 @@ from blender_ref import run_blender_cloth as _run_from_cache_start
 FRAMES = 60
 SHEET = dict(nx=12, ny=12, size_x=1.0, size_y=1.0)
 registry = addon_module("models.registry")
+steps = addon_module("scene.steps")
 
 
 def _collider(ob: bpy.types.Object) -> bpy.types.Object:
@@ -193,7 +194,7 @@ def export_problem_inputs(
         mesh = model.read_geometry(ob, depsgraph)
         with sampler:
             sampled = list(range(start, start + frames))
-            goals, _ = model.sample_goals(ob, depsgraph, scene, sampled, on_frame=sampler)
+            goals, _ = steps.run_blocking(model.sample_goals_steps(ob, depsgraph, scene, sampled, sampler))
     finally:
         scene.frame_set(saved[0], subframe=saved[1])
     return mesh, sampler.settings(model.read_settings(mod, scene)), goals

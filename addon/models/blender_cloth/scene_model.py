@@ -234,16 +234,6 @@ class BlenderClothScene:
     def check_geometry(self, mesh: ClothMesh) -> None:
         check_cloth_mesh(mesh)
 
-    def sample_goals(
-        self,
-        ob: bpy.types.Object,
-        depsgraph: bpy.types.Depsgraph,
-        scene: bpy.types.Scene,
-        frames: Sequence[float],
-        on_frame: Callable[[int, float], None] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return sample_cloth_input(ob, depsgraph, scene, frames, on_frame)
-
     def sample_goals_steps(
         self,
         ob: bpy.types.Object,

@@ -26,7 +26,6 @@ from ...mesh_read import (
     modifier_input_stack,
     object_matrix,
     read_mesh,
-    sample_modifier_input,
     sample_modifier_input_steps,
     triangles,
     vertex_group_weights,
@@ -251,17 +250,6 @@ def write_values(mod: bpy.types.SoftBodyModifier, values: dict[str, Any]) -> Non
             setattr(s, name, as_type_of(getattr(s, name), value))
 
 
-def sample_goals(
-    ob: bpy.types.Object,
-    depsgraph: bpy.types.Depsgraph,
-    scene: bpy.types.Scene,
-    frames: Sequence[float],
-    on_frame: Callable[[int, float], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The input mesh at ``frames`` (the pins' goals) and the object's world matrices."""
-    return sample_modifier_input(ob, _require(ob), depsgraph, scene, frames, on_frame)
-
-
 def sample_goals_steps(
     ob: bpy.types.Object,
     depsgraph: bpy.types.Depsgraph,
@@ -269,7 +257,8 @@ def sample_goals_steps(
     frames: Sequence[float],
     on_frame: Callable[[int, float], None] | None = None,
 ) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
-    """:func:`sample_goals` a frame per step (``addon/scene/steps.py``)."""
+    """The input mesh at ``frames`` (the pins' goals) and the object's world matrices, a frame
+    per step (``addon/scene/steps.py``)."""
     return sample_modifier_input_steps(ob, _require(ob), depsgraph, scene, frames, on_frame)
 
 
@@ -299,7 +288,6 @@ class SoftBodyScene:
     read_settings = staticmethod(read_params)
     read_geometry = staticmethod(read_geometry)
     check_geometry = staticmethod(check_geometry)
-    sample_goals = staticmethod(sample_goals)
     sample_goals_steps = staticmethod(sample_goals_steps)
     unmodeled_settings = staticmethod(unmodeled_settings)
     current_values = staticmethod(current_values)
