@@ -57,6 +57,23 @@ class FootageSpec:
 
 
 @dataclass
+class MapRequest:
+    """A weight map to fit (``--fit-map KIND[:GROUP]``, the Maps sub-panel): made by the batch
+    arguments and the panel settings, read by the scene export (the regions' weights) and the
+    write-back (the group). ``regions`` names painted vertex groups of the cloth, one value
+    each; empty for a free map (one weight per vertex, with ``smoothness`` its prior)."""
+
+    kind: str  # "structural", "shear" or "bending"
+    group: str = ""  # the vertex group the fitted weights go to; "": the modifier's, or a new one
+    regions: list[str] = field(default_factory=list)
+    smoothness: float | None = None  # None: the fit's default
+
+    def describe(self) -> str:
+        how = f"regions {', '.join(self.regions)}" if self.regions else "free"
+        return f"the {self.kind} map ({how})"
+
+
+@dataclass
 class FitRequest:
     """Everything that decides one object's fit, from the panel settings or batch arguments."""
 
@@ -74,6 +91,7 @@ class FitRequest:
     allow_unmodeled: bool = False  # fit despite settings the model does not simulate
     footage: FootageSpec | None = None  # footage targets instead of ``targets``
     tolerance_px: float | None = None  # reprojection RMSE that counts as matched; None: 1 px
+    maps: list[MapRequest] = field(default_factory=list)  # weight maps fitted as well
 
 
 @dataclass

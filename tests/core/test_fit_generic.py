@@ -170,6 +170,7 @@ class ToyModel:
     differentiable = True
     gradient_kinds = ("stable", "exact")  # both the same exact tape gradient here
     map_kinds = ()  # no per-vertex weight maps
+    map_ranges: dict = {}
     parameters = (
         Parameter("drag", "Drag", 1.0, TOY_BOUNDS["drag"]),
         Parameter("gravity_scale", "Gravity scale", 1.0, TOY_BOUNDS["gravity_scale"]),

@@ -319,6 +319,7 @@ WRITERS = {
     ("warp_core/fit/verdict/build.py", "_search_summary"): ("search",),
     ("warp_core/fit/verdict/identifiability.py", "identifiability"): ("identifiability",),
     ("warp_core/targets/track_reports.py", "binding_records"): ("track_binding",),
+    ("warp_core/fit/problem/maps.py", "report"): ("map",),
 }
 
 

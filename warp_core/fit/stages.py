@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import one_line
-from ..models import get_model
 from .objective.objective import FitObjective
 from .optimizers.adam import adam
 from .optimizers.base import FitDivergedError, OptimizeSettings
@@ -18,7 +17,7 @@ from .optimizers.lbfgs import lbfgs_finished_run
 from .optimizers.lm import trust_region_run
 from .problem.problem import FitError, FitProblem
 from .problem.settings import FitSettings
-from .problem.spec import ParameterSpec
+from .problem.spec import ParameterSpec, fit_parameters
 from .progress import Reporter
 from .verdict.build import build_result, failed_result, start_warnings
 from .verdict.outcome import fit_scales
@@ -114,7 +113,7 @@ def run_objective(
 def _search_options(
     problem: FitProblem, spec: ParameterSpec, settings: FitSettings, matched_loss: float
 ) -> SearchOptions:
-    params = {p.name: p for p in get_model(problem.model).parameters}
+    params = fit_parameters(problem)
     plausible = {}
     for k, name in enumerate(spec.free_names):
         lo, hi = params[name].plausible_range()

@@ -89,6 +89,18 @@ class Parameter:
         return (p_lo, p_hi) if p_lo < p_hi else (lo, hi)
 
 
+@dataclass(frozen=True)
+class MapRange:
+    """Which of a model's parameters a per-vertex weight map blends between: a vertex of
+    weight ``w`` takes ``base + w * (top - base)`` of each pair ``(base[k], top[k])``.
+    Declared by a model (``Model.map_ranges``), read by the fit's map layouts: the first
+    base parameter is the value a map region or vertex is fitted in; the others follow it
+    at their start ratio to it."""
+
+    base: tuple[str, ...]
+    top: tuple[str, ...]
+
+
 @runtime_checkable
 class ModelSettings(Protocol):
     """A model's full settings: fittable values plus fixed ones (quality, gravity, ...)."""
@@ -249,6 +261,12 @@ class Model(Protocol):
         groups) whose loss gradient a rollout on a tape can record
         (:meth:`Simulator.record_maps`); empty where none. Read by the fit's map gradient
         (``FitObjective.map_gradient``) before it asks a simulator for one."""
+
+    @property
+    def map_ranges(self) -> Mapping[str, MapRange]:
+        """kind -> the parameters each of the :attr:`map_kinds` that a fit can move blends
+        between (a kind not here has a gradient but is not fitted). Read by the fit's map
+        layouts (``warp_core.fit.problem.maps``)."""
 
     def default_settings(self) -> ModelSettings: ...
 

@@ -29,6 +29,7 @@ from ..optimizers.base import format_values
 from ..problem.problem import FitError, FitProblem
 from ..problem.settings import FitSettings
 from ..problem.spec import ParameterSpec
+from .mapped import RegionSimulator
 from .tangents import (
     RolloutPool,
     log_tangents,
@@ -84,14 +85,10 @@ class FitObjective:
         # position of each parameter in the simulator's ``params`` (and its gradient)
         self._param_index = {p.name: k for k, p in enumerate(self.model.parameters)}
 
+        self.layout = problem.map_layout()
+
         def build() -> Any:
-            return self.model.build(
-                problem.mesh,
-                problem.model_settings,
-                device=settings.device,
-                precision=settings.precision,
-                start_frame=problem.start_frame,
-            )
+            return self.build_simulator(settings.precision)
 
         try:
             self.sim = build()
@@ -108,6 +105,21 @@ class FitObjective:
         self._cache: tuple[tuple, np.ndarray, Any, dict] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
+
+    def build_simulator(self, precision: str) -> Any:
+        """A simulator of the problem in ``precision`` on the fit's device; with region maps,
+        one that takes the region values as parameters (``mapped.RegionSimulator``)."""
+        problem = self.problem
+        sim = self.model.build(
+            problem.mesh,
+            problem.model_settings,
+            device=self.settings.device,
+            precision=precision,
+            start_frame=problem.start_frame,
+        )
+        if self.layout is None or not self.layout.has_regions:
+            return sim
+        return RegionSimulator(sim, self.layout, problem.model_settings.values())
 
     @property
     def unit(self) -> Unit:
@@ -203,12 +215,19 @@ class FitObjective:
         """Loss 0.5 |r|^2 and its gradient from the tape, of ``kind`` (default the settings'
         ``gradient``): ``exact``, ``stable`` or ``implicit`` (see the cloth model's
         ``adjoint_stable``)."""
+        regions = self.layout is not None and self.layout.has_regions
+        if regions:
+            self.sim.record_maps([r.kind for r in self.layout.regions])
         value, rollout, tape = self._backward(values, kind)
         stable = (kind or self.settings.gradient) == "stable"
         frozen = rollout.frozen if stable else None
         grad = self.sim.params.grad.numpy().astype(float)
+        own = [name for name in self.names if name in self._param_index]
+        found = {name: float(grad[self._param_index[name]]) for name in own}
+        if regions:
+            start = self.problem.model_settings.values()
+            found.update(self.layout.region_gradient(self.sim.map_gradients(), values, start, self.names))
         tape.zero()
-        found = {name: float(grad[self._param_index[name]]) for name in self.names}
         return value, smoothed_where_chaotic(self, values, value, found, frozen) if stable else found
 
     def map_gradient(
@@ -327,13 +346,7 @@ class FitObjective:
         other = "float32" if self.settings.precision == "float64" else "float64"
         x, _ = self.positions(values)
         try:
-            sim = self.model.build(
-                self.problem.mesh,
-                self.problem.model_settings,
-                device=self.settings.device,
-                precision=other,
-                start_frame=self.problem.start_frame,
-            )
+            sim = self.build_simulator(other)
             sim.set_params(values)
             y = sim.rollout(self.problem.frame_end, self.frames, self.problem.goals).numpy()
         except (ValueError, RuntimeError):

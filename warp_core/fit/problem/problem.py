@@ -12,6 +12,7 @@ from ...models import DEFAULT_MODEL
 from ...models.base import ModelSettings
 from ...targets.mesh_checks import check_mesh_target
 from ...tracks.targets import FootageTargets
+from .maps import MapLayout, MapSpec
 from .rules import auto_loss, check_loss_name, check_parameters, check_targets
 
 __all__ = ["FitError", "FitProblem", "Target"]
@@ -50,6 +51,8 @@ class FitProblem:
     model: str = DEFAULT_MODEL  # registry name, see ``warp_core.models.get_model``
     # footage targets (markers seen by a camera) instead of ``targets``
     tracks: FootageTargets | None = None
+    # weight maps the fit moves (``maps.MapSpec``): regions add one parameter each
+    maps: list[MapSpec] = field(default_factory=list)
 
     @property
     def target_frames(self) -> list[int]:
@@ -72,14 +75,31 @@ class FitProblem:
             surface_targets=any(t.triangles is not None for t in self.targets),
         )
 
+    def map_layout(self) -> MapLayout | None:
+        """The maps laid out for the fit (None without maps); ValueError naming a bad one."""
+        return MapLayout(self.model, self.maps, self.mesh.vertex_count) if self.maps else None
+
+    def check_maps(self) -> None:
+        """ValueError where the maps ask for something the fit cannot do."""
+        layout = self.map_layout()
+        derived = sorted(layout.derived() & (set(self.free_parameters) | set(self.ties)))
+        if derived:
+            raise ValueError(
+                f"{', '.join(derived)} follow the fitted map (the range of its weights): do not fit them too"
+            )
+        if self.tracks is not None:
+            raise ValueError("maps are fitted to mesh targets, not to footage")
+
     def validate(self) -> None:
         """Raise ValueError with a message naming what is wrong."""
         check_targets(self.tracks is not None, bool(self.targets))
-        check_parameters(self.model, self.free_parameters, self.ties)
+        check_parameters(self.model, self.free_parameters, self.ties, has_maps=bool(self.maps))
         for follower, leader in self.ties.items():
             if leader not in self.free_parameters:
                 raise ValueError(f"tie {follower} = {leader}: {leader} is not being fitted")
         self.model_settings.validate()
+        if self.maps:
+            self.check_maps()
         start = self.model_settings.values()
         zero = [p for p in self.free_parameters if start[p] <= 0.0]
         if zero:

@@ -30,10 +30,12 @@ _LOSS_HINTS = {
 }
 
 
-def check_parameters(model_name: str, free_parameters: Sequence[str], ties: Mapping[str, str]) -> None:
-    """At least one free parameter, and every free, tied (follower) and leading parameter one
-    of the model's (the model's list in the message)."""
-    if not free_parameters:
+def check_parameters(
+    model_name: str, free_parameters: Sequence[str], ties: Mapping[str, str], has_maps: bool = False
+) -> None:
+    """At least one free parameter (or a map to fit), and every free, tied (follower) and
+    leading parameter one of the model's (the model's list in the message)."""
+    if not free_parameters and not has_maps:
         raise ValueError("no parameters to fit: choose at least one")
     names = [p.name for p in get_model(model_name).parameters]
     asked = [*free_parameters, *ties, *ties.values()]

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...models import get_model
+from ...models.base import Parameter
 
 if TYPE_CHECKING:
     from .problem import FitProblem
 
-__all__ = ["ParameterSpec", "parameter_spec"]
+__all__ = ["ParameterSpec", "fit_parameters", "parameter_spec"]
 
 
 @dataclass
@@ -162,13 +163,28 @@ class ParameterSpec:
         return self.chain_matrix(values).T @ g
 
 
+def fit_parameters(problem: FitProblem) -> dict[str, Parameter]:
+    """Every parameter a fit of ``problem`` may move, by name: the model's, and one per map
+    region (``maps.MapLayout.region_parameters``)."""
+    params = {p.name: p for p in get_model(problem.model).parameters}
+    layout = problem.map_layout()
+    if layout is not None:
+        params.update(layout.region_parameters())
+    return params
+
+
 def parameter_spec(problem: FitProblem) -> ParameterSpec:
     """The fitted and tied parameters with their start values and bounds: the problem's
     own bounds, else the model's hard limits, the lower one raised to the parameter's floor
-    where it is 0 (the fit works on log values)."""
-    params = {p.name: p for p in get_model(problem.model).parameters}
-    names = list(dict.fromkeys(list(problem.free_parameters) + list(problem.ties)))
+    where it is 0 (the fit works on log values). A map region starts at its map's rest value
+    (the map uniform)."""
+    params = fit_parameters(problem)
+    layout = problem.map_layout()
+    regions = list(layout.region_names) if layout is not None else []
+    names = list(dict.fromkeys(list(problem.free_parameters) + list(problem.ties) + regions))
     start = problem.model_settings.values()
+    if layout is not None:
+        start.update(layout.start_values(start))
     initial = {n: float(start[n]) for n in names}
     # followers start at their leader's value
     for follower, leader in problem.ties.items():

@@ -9,13 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ...models import get_model
-from ...models.base import within_bounds
+from ...models.base import ModelSettings, within_bounds
 from ..objective.objective import FitObjective
 from ..optimizers.base import EVALUATION_ERRORS, Counter, eval_jacobian
 from ..optimizers.global_search import SearchResult
 from ..problem.problem import FitProblem
-from ..problem.spec import ParameterSpec
+from ..problem.spec import ParameterSpec, fit_parameters
 from ..progress import PhaseReporter
 from .identifiability import add_confidence_ranges, identifiability
 from .outcome import NOISE_SLACK, FitScales, classify, contact_check, failed_reason, rounding_check
@@ -133,10 +132,15 @@ def build_result(
             )
             reason += f"; {note}"
             warnings.append(note)
+    settings, maps = fitted_settings(problem, values)
+    layout = problem.map_layout()
+    map_report = layout.report(values, problem.model_settings.values(), undetermined) if layout else {}
     return FitResult(
         params=values,
         initial_params=initial,
-        model_settings=problem.model_settings.replace(**values),
+        model_settings=settings,
+        maps=maps,
+        map_report=map_report,
         loss_history=[float(v) for v in found.losses],
         initial_loss=float(found.losses[0]),
         final_loss=float(result.best_loss),
@@ -178,6 +182,18 @@ def _phase(progress: PhaseReporter | None, name: str) -> None:
         progress.phase(name)
 
 
+def fitted_settings(
+    problem: FitProblem, values: dict[str, float]
+) -> tuple[ModelSettings, dict[str, np.ndarray]]:
+    """The model's settings with ``values`` applied, and kind -> the weights of each fitted
+    map (the map's range from its smallest to its largest value: ``MapLayout.split``)."""
+    layout = problem.map_layout()
+    if layout is None:
+        return problem.model_settings.replace(**values), {}
+    model_values, maps = layout.split(values, problem.model_settings.values(), exact=True)
+    return problem.model_settings.replace(**model_values), maps
+
+
 def failed_result(
     problem: FitProblem,
     spec: ParameterSpec,
@@ -193,7 +209,7 @@ def failed_result(
     return FitResult(
         params=dict(initial),
         initial_params=initial,
-        model_settings=problem.model_settings.replace(**initial),
+        model_settings=fitted_settings(problem, initial)[0],
         loss_history=[],
         initial_loss=nan,
         final_loss=nan,
@@ -287,7 +303,7 @@ def start_warnings(problem: FitProblem, spec: ParameterSpec) -> list[str]:
     """A start value outside the fit's bounds is moved onto the bound: say so."""
     out = []
     for k, name in enumerate(spec.free_names):
-        v = float(problem.model_settings.values()[name])
+        v = float(spec.initial[name])
         lo, hi = float(spec.value_lower[k]), float(spec.value_upper[k])
         if not within_bounds(v, (lo, hi)):  # a bound read back from Blender's float32 is on it
             moved = lo if v < lo else hi
@@ -302,7 +318,7 @@ def _at_bounds(
     problem: FitProblem, spec: ParameterSpec, values: dict[str, float]
 ) -> tuple[dict[str, str], list[str]]:
     """Free parameters that ended on a bound, and a warning for each."""
-    hard = {p.name: p.bounds for p in get_model(problem.model).parameters}
+    hard = {name: p.bounds for name, p in fit_parameters(problem).items()}
     at: dict[str, str] = {}
     warnings = []
     z = spec.to_free(values)

@@ -84,6 +84,10 @@ class FitResult:
     # entries of the stable gradient taken as the loss's slope over a tangent step, where
     # the tape's derivative overstated what such a step does (see ``tangents``)
     n_smoothed: int = 0
+    # kind -> the fitted weights of each map (N,) in [0, 1], their range in ``model_settings``
+    maps: dict[str, np.ndarray] = field(default_factory=dict)
+    # kind -> what the report says of each fitted map (``free_map.map_summary``)
+    map_report: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: the per-object entry of a fit report (no per-vertex arrays)."""
@@ -119,6 +123,8 @@ class FitResult:
         if self.gradient is not None:
             out["gradient"] = self.gradient
             out["n_smoothed"] = self.n_smoothed
+        if self.map_report:
+            out["maps"] = {k: dict(v) for k, v in self.map_report.items()}
         if self.start_gap is not None:
             out["start_gap_m"] = self.start_gap
         if self.contacts is not None:

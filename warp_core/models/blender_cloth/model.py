@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...mesh import ClothMesh
-from ..base import Parameter
+from ..base import MapRange, Parameter
 from .maps import MAP_KINDS
 from .params import ALL_PARAMETER_NAMES, PARAMETER_BOUNDS, ClothParams
 from .simulator import ClothSimulator
@@ -72,6 +72,17 @@ class BlenderClothModel:
     gradient_kinds = ("stable", "exact")
     # the vertex groups' weights: their gradient from the same tape (maps.py)
     map_kinds = MAP_KINDS
+    # what a fitted map blends between: a structural weight moves tension and compression
+    # each towards its own maximum (cloth.cc); the shrink group changes the rest lengths,
+    # which a simulator measures once, so it is not fitted
+    map_ranges = {
+        "structural": MapRange(
+            ("tension_stiffness", "compression_stiffness"),
+            ("tension_stiffness_max", "compression_stiffness_max"),
+        ),
+        "shear": MapRange(("shear_stiffness",), ("shear_stiffness_max",)),
+        "bending": MapRange(("bending_stiffness",), ("bending_stiffness_max",)),
+    }
 
     def __init__(self) -> None:
         defaults = ClothParams()

@@ -40,6 +40,7 @@ class SoftBodyModel:
     differentiable = False  # Newton's VBD records no tape: the fit takes finite differences
     gradient_kinds: tuple[str, ...] = ()
     map_kinds: tuple[str, ...] = ()  # no per-vertex weight maps
+    map_ranges: dict = {}  # so none is fitted
 
     def __init__(self) -> None:
         defaults = SoftBodyParams()

@@ -1,0 +1,62 @@
+"""A model's simulator seen through a problem's region maps.
+
+The fit's parameters include one value per map region (``problem.maps``); the model's
+simulator knows only its own parameters and per-vertex weights. :class:`RegionSimulator`
+turns the one into the other at every ``set_params`` (``MapLayout.split``), repainting the
+weights only when they change, and is otherwise the simulator it wraps. Batched rollouts hold
+one set of weights for every member, so it runs none (``batch_width`` is 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...models.base import Simulator
+from ..problem.maps import MapLayout
+
+__all__ = ["RegionSimulator"]
+
+
+class RegionSimulator:
+    """Made by the objective for a problem with region maps (one per simulator it builds);
+    read as a :class:`~warp_core.models.base.Simulator` by everything that runs rollouts."""
+
+    _OWN = frozenset({"inner", "layout", "start", "_painted", "region_values"})
+
+    def __init__(self, inner: Simulator, layout: MapLayout, start: Mapping[str, float]) -> None:
+        self.inner = inner
+        self.layout = layout
+        self.start = dict(start)
+        self._painted: dict[str, np.ndarray] | None = None
+        self.region_values: dict[str, float] = {}
+
+    # everything but the parameters is the wrapped simulator's (its settings as well: the
+    # fit sets e.g. ``gradient`` on the simulator it runs)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.inner, name, value)
+
+    def set_params(self, values: Any) -> None:
+        if not isinstance(values, Mapping):
+            self.inner.set_params(values)
+            return
+        region_values = {k: float(v) for k, v in values.items() if k in self.layout.region_names}
+        self.region_values = {**self.region_values, **region_values}
+        full = {**self.region_values, **{k: float(v) for k, v in values.items() if k not in region_values}}
+        model_values, weights = self.layout.split(full, self.start)
+        painted = self._painted
+        if painted is None or any(not np.array_equal(painted[k], w) for k, w in weights.items()):
+            self.inner.set_maps(weights)
+            self._painted = weights
+        self.inner.set_params(model_values)
+
+    def batch_width(self, rollouts: int) -> int:
+        return 0
