@@ -150,7 +150,7 @@ def test_the_models_are_the_registrys() -> None:
 
 
 def test_the_values_are_every_models_parameters() -> None:
-    names = set(SCHEMA["$defs"]["values"]["propertyNames"]["enum"])
+    names = set(SCHEMA["$defs"]["values"]["propertyNames"]["anyOf"][0]["enum"])
     assert names == model_parameters()
     for model in MODELS:
         values = {p.name: 1.0 for p in get_model(model).parameters}
@@ -158,6 +158,13 @@ def test_the_values_are_every_models_parameters() -> None:
         assert errors(minimal_report(Cloth=record)) == [], model
     for key in ("params", "initial_params"):
         assert errors(minimal_report(Cloth={key: {"stiffness": 1.0}})), key
+        # a map region's value: the map kinds a model fits, a region name without ':'
+        assert errors(minimal_report(Cloth={key: {"structural:Collar": 1.0}})) == [], key
+        assert errors(minimal_report(Cloth={key: {"shrink:Collar": 1.0}})), key
+        assert errors(minimal_report(Cloth={key: {"structural:a:b": 1.0}})), key
+    pattern = SCHEMA["$defs"]["values"]["propertyNames"]["anyOf"][1]["pattern"]
+    kinds = set(pattern.split("(")[1].split(")")[0].split("|"))
+    assert kinds == {kind for model in MODELS for kind in get_model(model).map_ranges}
 
 
 def test_the_fields_of_the_new_batch_contract() -> None:
@@ -308,9 +315,9 @@ def _undeclared(
 
 # (file, function) -> the schema nodes its dict literals' keys (and ``x["key"] = ...``) belong to
 WRITERS = {
-    ("warp_core/fit/verdict/result.py", "summary"): ("object", "contacts"),
+    ("warp_core/fit/verdict/result.py", "summary"): ("object", "contacts", "map"),
     ("warp_core/fit/shared.py", "summary"): ("shared",),
-    ("addon/scene/records.py", "result_record"): ("object", "footage"),
+    ("addon/scene/records.py", "result_record"): ("object", "footage", "map"),
     ("addon/scene/records.py", "failure_record"): ("object",),
     ("addon/scene/records.py", "input_failure_record"): ("object",),
     ("addon/cli/outputs.py", "report_document"): ("",),

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import one_line
+from .free_map import fit_free_map
 from .objective.objective import FitObjective
 from .optimizers.base import ProgressCallback
 from .problem.problem import FitError, FitProblem
@@ -75,6 +76,8 @@ def _fit(problem: FitProblem, settings: FitSettings, progress: Any, cancel: Any)
     report = Reporter(progress, t0, (problem.model, settings.precision, str(settings.device)))
     try:
         problem.validate()
+        if any(m.free for m in problem.maps):
+            return fit_free_map(problem, settings, report, cancel, t0)
         spec = parameter_spec(problem)
         report.preparing()
         objective = FitObjective(problem, settings, spec.names, spec=spec)

@@ -238,6 +238,14 @@ class FitObjective:
         as :meth:`gradient`'s. Where the stable gradient smooths a parameter's entry over the
         tangent step, a map's entries are as the tape gave them. The simulator records these
         maps from then on (a parameter gradient with them costs a little more, same numbers)."""
+        loss, found, _ = self.map_and_parameter_gradient(values, maps, kind)
+        return loss, found
+
+    def map_and_parameter_gradient(
+        self, values: dict[str, float], maps: Sequence[str], kind: str | None = None
+    ) -> tuple[float, dict[str, np.ndarray], dict[str, float]]:
+        """:meth:`map_gradient` and, from the same backward pass, d loss / d value of each of
+        the model's parameters (as the tape gives it: no smoothing)."""
         missing = [m for m in maps if m not in self.model.map_kinds]
         if missing:
             raise FitError(f"the {self.model.label} model has no tape gradient for the map(s) {missing}")
@@ -247,8 +255,9 @@ class FitObjective:
         self.sim.record_maps(maps)
         value, _, tape = self._backward(values, kind)
         found = self.sim.map_gradients()
+        grad = self.sim.params.grad.numpy().astype(float)
         tape.zero()
-        return value, found
+        return value, found, {name: float(grad[k]) for name, k in self._param_index.items()}
 
     def set_maps(self, maps: Mapping[str, np.ndarray]) -> None:
         """New per-vertex weights for some of the model's maps (``Simulator.set_maps``) on the
@@ -339,7 +348,9 @@ class FitObjective:
         start = self.problem.start_frame
         return {"frames": [start + f for f in found["frames"]], "vertices": found["vertices"]}
 
-    def rounding_gap(self, values: dict[str, float]) -> float | None:
+    def rounding_gap(
+        self, values: dict[str, float], maps: Mapping[str, np.ndarray] | None = None
+    ) -> float | None:
         """RMS difference (in the unit) between this rollout at ``values`` and the same rollout in
         the other precision (float32 <-> float64): how far rounding alone moves the motion
         there. None when the other precision's rollout cannot be run."""
@@ -347,6 +358,8 @@ class FitObjective:
         x, _ = self.positions(values)
         try:
             sim = self.build_simulator(other)
+            if maps:  # the weights the cached rollout ran with
+                sim.set_maps(maps)
             sim.set_params(values)
             y = sim.rollout(self.problem.frame_end, self.frames, self.problem.goals).numpy()
         except (ValueError, RuntimeError):

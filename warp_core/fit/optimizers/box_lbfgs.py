@@ -25,7 +25,7 @@ FIRST_STEP = 0.1  # largest move of an unknown without curvature, as a fraction 
 
 @dataclass
 class BoxResult:
-    """Where :func:`minimize_box` stopped: made by it, read by the map fit (``maps.fit_map``)."""
+    """Where :func:`minimize_box` stopped: made by it, read by the free-map fit (``free_map``)."""
 
     x: np.ndarray
     value: float

@@ -19,6 +19,7 @@ from ...mesh import VERTEX_GROUP_FIELDS, ClothMesh
 from ...models import DEFAULT_MODEL, get_model
 from ...tracks.camera import Intrinsics
 from ...tracks.targets import FootageTargets, TrackBinding
+from .maps import MapSpec
 from .problem import FitProblem, Target
 
 _MARKER_ARRAYS = ("marker_frame", "marker_track", "marker_pixel", "marker_weight")
@@ -91,6 +92,27 @@ def _load_tracks(meta: dict, arrays: dict[str, np.ndarray]) -> FootageTargets:
 FORMAT_VERSION = 1
 
 
+def _save_maps(maps: list[MapSpec], arrays: dict[str, np.ndarray]) -> list[dict]:
+    """The maps' regions into ``arrays`` (one weight array each) and their JSON header."""
+    header = []
+    for k, spec in enumerate(maps):
+        for r, weights in enumerate(spec.regions.values()):
+            arrays[f"map{k}_region{r}"] = np.asarray(weights, dtype=np.float64)
+        header.append({"kind": spec.kind, "regions": list(spec.regions), "smoothness": spec.smoothness})
+    return header
+
+
+def _load_maps(header: list[dict], arrays: dict[str, np.ndarray]) -> list[MapSpec]:
+    return [
+        MapSpec(
+            kind=entry["kind"],
+            regions={name: arrays[f"map{k}_region{r}"] for r, name in enumerate(entry["regions"])},
+            smoothness=float(entry["smoothness"]),
+        )
+        for k, entry in enumerate(header)
+    ]
+
+
 def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
     """Write ``problem`` to ``path`` (.npz), atomically."""
     path = Path(path)
@@ -116,6 +138,8 @@ def save_problem(problem: FitProblem, path: str | os.PathLike) -> Path:
     meta = {"format": "fit_to_target.problem", "version": FORMAT_VERSION, **problem_metadata(problem)}
     if problem.tracks is not None:
         meta["tracks"] = _save_tracks(problem.tracks, arrays)
+    if problem.maps:
+        meta["maps"] = _save_maps(problem.maps, arrays)
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     return atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
 
@@ -175,6 +199,7 @@ def load_problem(path: str | os.PathLike) -> FitProblem:
             loss=meta.get("loss", "auto"),
             model=model_name,
             tracks=tracks,
+            maps=_load_maps(meta.get("maps", []), arrays),
         )
     except (KeyError, TypeError) as e:
         raise ValueError(f"{path}: incomplete problem file ({e})") from e

@@ -31,7 +31,7 @@ import numpy as np
 from ...models import get_model
 from ...models.base import MapRange, Model, Parameter
 
-__all__ = ["DEFAULT_SMOOTHNESS", "MapLayout", "MapSpec", "region_parameter"]
+__all__ = ["DEFAULT_SMOOTHNESS", "MapLayout", "MapSpec", "parameters_set_by", "region_parameter"]
 
 # the free map's smoothness prior by default (``free_map``: measured there)
 DEFAULT_SMOOTHNESS = 1e-3
@@ -181,6 +181,7 @@ class MapLayout:
                 "mode": "regions",
                 "base": model_values[rng.base[0]],
                 "top": model_values[rng.top[0]],
+                "settings": {n: model_values[n] for n in (*rng.base, *rng.top)},
                 "regions": {
                     name.split(":", 1)[1]: region_entry(float(values[name]), name not in undetermined)
                     for name in region.names
@@ -194,8 +195,18 @@ class MapLayout:
         return self.model.map_ranges[kind]
 
     def derived(self) -> set[str]:
-        """Model parameters the region maps set (all but each range's first base)."""
-        return {n for r in self.regions for n in (*r.range.base[1:], *r.range.top)}
+        """Model parameters the maps set (:func:`parameters_set_by`)."""
+        return {n for spec in self.specs for n in parameters_set_by(self.model, spec.kind, spec.free)}
+
+
+def parameters_set_by(model: Model, kind: str, free: bool) -> set[str]:
+    """The model parameters a fitted ``kind`` map sets: its range's, but for a region map its
+    first base (the stiffness outside its regions, which may be fitted); none for a kind the
+    model does not fit."""
+    rng = model.map_ranges.get(kind)
+    if rng is None:
+        return set()
+    return {*rng.base[1:], *rng.top} | ({rng.base[0]} if free else set())
 
 
 def region_entry(value: float, determined: bool) -> dict[str, float | bool]:

@@ -124,7 +124,8 @@ class FitResult:
             out["gradient"] = self.gradient
             out["n_smoothed"] = self.n_smoothed
         if self.map_report:
-            out["maps"] = {k: dict(v) for k, v in self.map_report.items()}
+            weights = {k: [float(w) for w in self.maps[k]] for k in self.map_report}
+            out["maps"] = {k: {**v, "vertex_weights": weights[k]} for k, v in self.map_report.items()}
         if self.start_gap is not None:
             out["start_gap_m"] = self.start_gap
         if self.contacts is not None:

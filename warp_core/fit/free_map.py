@@ -1,0 +1,339 @@
+"""A free weight map: one stiffness per vertex, fitted by L-BFGS in a box on the tape gradient.
+
+The fit engine (``engine.fit``) hands a problem whose map is free (``MapSpec`` without
+regions) to :func:`fit_free_map`; its result is the engine's :class:`FitResult`, with the
+same honest outcome.
+
+* **First, the best uniform map**: the map as one region covering every vertex, with the
+  problem's free parameters, by the engine's own search (global phase, trust region). Its
+  values start the free map, and its RMSE is what the map has to improve on (reported).
+
+* **Unknowns**: ``u_v = log s_v`` for every vertex (``s_v`` the stiffness of the map's first
+  base parameter there; see ``problem.maps``), and the log of each of the problem's free
+  parameters (dampings, bending, ...), in one box L-BFGS (``optimizers.box_lbfgs``): both
+  get their gradient from one backward pass of the tape. While the fit runs, the simulator
+  blends over a fixed range ``[s0 / SPAN, s0 * SPAN]`` around the start ``s0`` (within the
+  parameter's limits), which is also the box of every ``s_v``; the result's range is then
+  the smallest to the largest fitted value (``MapLayout``'s rule).
+* **Smoothness prior**: many maps give the same springs (a structural spring sees the mean
+  of two vertices), so the loss adds ``0.5 * smoothness * c * sum over mesh edges (u_i -
+  u_j)^2``, with ``c`` the data's mean curvature per vertex at the start (below): at
+  ``smoothness`` 1 an edge's difference costs what a typical vertex's own misfit does, for a
+  napkin as for a sail; on log stiffness, a band twice as stiff costs the same at any
+  stiffness.
+* **What the targets determine**: the data's curvature along each ``u_v`` (Gauss–Newton
+  diagonal, estimated by Hutchinson probes: ``PROBES`` Rademacher vectors, each a tape
+  gradient at a nudged point) against the prior's at that vertex. A vertex where the prior's
+  curvature is larger has the value the prior gives it (from its neighbours), not one the
+  targets set: reported as undetermined, with its index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .objective.objective import FitObjective
+from .optimizers.box_lbfgs import minimize_box
+from .problem.maps import MapSpec, region_parameter, weight_stats
+from .problem.problem import FitError, FitProblem
+from .problem.settings import FitSettings
+from .problem.spec import ParameterSpec, fit_parameters, parameter_spec
+from .progress import Reporter
+from .stages import run_objective
+from .verdict.outcome import classify, fit_scales, rounding_check
+from .verdict.result import FitResult
+
+__all__ = ["PROBES", "SPAN", "fit_free_map", "smoothness_penalty"]
+
+SPAN = 100.0  # the box of each vertex's stiffness: the start value divided and times this
+PROBES = 8  # Hutchinson probes for the curvature that says what the targets determine
+PROBE_STEP = 1e-3  # the probes' nudge of log stiffness
+UNIFORM = "uniform"  # the one region of the uniform fit that starts a free map
+
+
+@dataclass
+class _Found:
+    """Where the box L-BFGS left the map: made by :func:`fit_free_map`, read by ``_result``."""
+
+    x: np.ndarray
+    stop: str
+    iterations: int
+    losses: list[float]  # the data loss at each accepted point
+    strength: float  # the prior's strength as applied
+
+
+class _Stopped(Exception):
+    """The time budget or the caller stopped the search (its best point stands)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def smoothness_penalty(edges: np.ndarray, u: np.ndarray, strength: float) -> tuple[float, np.ndarray]:
+    """``0.5 * strength * sum over edges (u_i - u_j)^2`` and its gradient."""
+    i, j = edges[:, 0], edges[:, 1]
+    diff = u[i] - u[j]
+    grad = np.zeros_like(u)
+    np.add.at(grad, i, strength * diff)
+    np.add.at(grad, j, -strength * diff)
+    return 0.5 * strength * float(diff @ diff), grad
+
+
+class _FreeMap:
+    """The map's unknowns and what they set on the simulator: made and read by
+    :func:`fit_free_map`."""
+
+    def __init__(
+        self, problem: FitProblem, objective: FitObjective, spec: ParameterSpec | None, uniform: FitResult
+    ) -> None:
+        self.problem, self.objective, self.spec = problem, objective, spec
+        self.map: MapSpec = problem.maps[0]
+        self.range = objective.model.map_ranges[self.map.kind]
+        self.start = problem.model_settings.values()
+        first = self.range.base[0]
+        # the box and the start: around the best uniform value
+        s0 = float(uniform.params[_uniform_name(self.map.kind)])
+        lo, hi = problem.bounds.get(first, fit_parameters(problem)[first].fit_bounds())
+        self.low, self.high = max(s0 / SPAN, lo), min(s0 * SPAN, hi)
+        self.ratios = {b: float(self.start[b]) / float(self.start[first]) for b in self.range.base}
+        self.n = problem.mesh.vertex_count
+        self.names = list(spec.free_names) if spec is not None else []
+        z0 = spec.to_free(uniform.params) if spec is not None else np.zeros(0)
+        self.x0 = np.concatenate([np.full(self.n, math.log(s0)), z0])
+        self.lower = np.concatenate([np.full(self.n, math.log(self.low)), spec.log_lower if spec else []])
+        self.upper = np.concatenate([np.full(self.n, math.log(self.high)), spec.log_upper if spec else []])
+
+    def values(self, x: np.ndarray) -> dict[str, float]:
+        """The model's values at ``x``: the free parameters and the fixed blending range."""
+        out = self.spec.from_free(x[self.n :]) if self.spec is not None else {}
+        for base, top in zip(self.range.base, self.range.top, strict=True):
+            out[base], out[top] = self.low * self.ratios[base], self.high * self.ratios[base]
+        return out
+
+    def weights(self, x: np.ndarray) -> np.ndarray:
+        return np.clip((np.exp(x[: self.n]) - self.low) / (self.high - self.low), 0.0, 1.0)
+
+    def loss_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """The data loss 0.5 |r|^2 at ``x`` and its gradient with respect to ``x``."""
+        values = self.values(x)
+        self.objective.set_maps({self.map.kind: self.weights(x)})
+        loss, maps, params = self.objective.map_and_parameter_gradient(values, [self.map.kind])
+        s = np.exp(x[: self.n])
+        by_u = maps[self.map.kind] / (self.high - self.low) * s
+        by_z = np.zeros(len(self.names))
+        if self.spec is not None:
+            chained = self.spec.gradient_to_free({n: params[n] for n in self.spec.names}, values)
+            by_z = np.asarray(chained)
+        return loss, np.concatenate([by_u, by_z])
+
+    def fitted_values(self, x: np.ndarray) -> tuple[dict[str, float], dict[str, float], np.ndarray]:
+        """(fitted parameters, the model's values, the weights) as written back: the range
+        from the smallest to the largest fitted stiffness."""
+        params = self.spec.from_free(x[self.n :]) if self.spec is not None else {}
+        s = np.exp(x[: self.n])
+        lo, hi = float(s.min()), float(s.max())
+        model_values = dict(params)
+        for base, top in zip(self.range.base, self.range.top, strict=True):
+            model_values[base], model_values[top] = lo * self.ratios[base], hi * self.ratios[base]
+        weights = (s - lo) / (hi - lo) if hi > lo else np.zeros(self.n)
+        return params, model_values, np.clip(weights, 0.0, 1.0)
+
+
+def fit_free_map(
+    problem: FitProblem, settings: FitSettings, report: Reporter, cancel: Any, t0: float
+) -> FitResult:
+    """Fit the problem's free map and free parameters (see the module docstring)."""
+    spec = parameter_spec(problem) if problem.free_parameters else None
+    report.preparing()
+    objective = FitObjective(problem, settings, list(spec.names) if spec else [], spec=spec)
+    refusal = objective.tape_gradient_refusal()
+    if refusal is not None:
+        raise FitError(f"a free map is fitted on the tape gradient, and {refusal}: fit regions instead")
+    uniform = _uniform_fit(problem, settings, report, cancel, t0)
+    if uniform.outcome == "failed" or uniform.cancelled:
+        return uniform
+    report = report.shifted(uniform.iterations + 1)
+    free = _FreeMap(problem, objective, spec, uniform)
+    edges = problem.mesh.edges
+    report.phase("refinement")
+    # the prior's scale: the data's mean curvature per vertex at the start
+    strength = free.map.smoothness * float(np.mean(np.abs(_curvature(free, free.x0))))
+    losses: list[float] = []
+    best: list[Any] = [math.inf, free.x0]
+    budget = settings.time_budget_s
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        if cancel is not None and cancel.is_set():
+            raise _Stopped("cancelled")
+        if budget is not None and time.perf_counter() - t0 > budget:
+            raise _Stopped("time_budget")
+        loss, grad = free.loss_and_gradient(x)
+        penalty, penalty_grad = smoothness_penalty(edges, x[: free.n], strength)
+        grad[: free.n] += penalty_grad
+        total = loss + penalty
+        if total < best[0]:
+            best[0], best[1] = total, x.copy()
+            losses.append(loss)
+            report(len(losses) - 1, loss, free.values(x))
+        return total, grad
+
+    try:
+        box = minimize_box(fun, free.x0, (free.lower, free.upper), max_iterations=settings.max_iterations)
+        found = _Found(box.x, box.stop, box.iterations, losses, strength)
+    except _Stopped as e:
+        found = _Found(best[1], e.reason, len(losses) - 1, losses, strength)
+    except (FloatingPointError, ValueError) as e:
+        raise FitError(f"the free {free.map.kind} map could not be simulated: {e}") from e
+    result = _result(problem, settings, free, found, t0, report)
+    result.map_report[free.map.kind]["uniform"] = {
+        "value": float(uniform.params[_uniform_name(free.map.kind)]),
+        "rmse_m": float(uniform.rmse),
+    }
+    result.iterations += uniform.iterations
+    result.n_forward += uniform.n_forward
+    result.n_backward += uniform.n_backward
+    result.search = dict(uniform.search)
+    return result
+
+
+def _uniform_name(kind: str) -> str:
+    return region_parameter(kind, UNIFORM)
+
+
+def _uniform_fit(
+    problem: FitProblem, settings: FitSettings, report: Reporter, cancel: Any, t0: float
+) -> FitResult:
+    """The best uniform map with the free parameters, by the engine's search (its global
+    phase and trust region): the free map's start, and what it has to improve on."""
+    kind = problem.maps[0].kind
+    uniform = dataclasses.replace(
+        problem, maps=[MapSpec(kind, {UNIFORM: np.ones(problem.mesh.vertex_count)})]
+    )
+    spec = parameter_spec(uniform)
+    objective = FitObjective(uniform, settings, spec.names, spec=spec)
+    report.measure(objective.unit, objective.rmse_of_loss)
+    run = (
+        settings
+        if settings.time_budget_s is None
+        else dataclasses.replace(
+            settings, time_budget_s=max(settings.time_budget_s - (time.perf_counter() - t0), 1e-9)
+        )
+    )
+    return run_objective(uniform, spec, objective, run, report, cancel, t0)
+
+
+def _result(
+    problem: FitProblem, settings: FitSettings, free: _FreeMap, found: _Found, t0: float, report: Reporter
+) -> FitResult:
+    """The result at ``found.x``: the verdict as the engine's (tolerance, outcome, rounding)."""
+    objective, x, stop, losses = free.objective, found.x, found.stop, found.losses
+    undetermined = _undetermined(free, x, found.strength, problem.mesh.edges)
+    sim_values = free.values(x)
+    objective.set_maps({free.map.kind: free.weights(x)})
+    errors = objective.errors(sim_values)
+    rmse, motion = objective.rmse(sim_values), objective.motion()
+    scales = fit_scales(
+        motion,
+        objective.target.coordinate_scale(),
+        settings.precision,
+        settings.tolerance_m,
+        settings.rmse_tolerance_m,
+        objective.unit,
+    )
+    stationary = stop in ("converged_gradient", "converged_value", "no_progress")
+    outcome, reason = classify(rmse, scales, stop, stationary, [])
+    warnings: list[str] = []
+    gap = None
+    if outcome == "converged":
+        report.phase("rounding")
+        gap = objective.rounding_gap(sim_values, maps={free.map.kind: free.weights(x)})
+        rounding = rounding_check(rmse, gap, scales.tolerance, scales.unit)
+        if rounding is not None:
+            outcome, reason = "misfit", rounding
+            warnings.append(rounding)
+    if len(undetermined):
+        note = (
+            f"the targets do not determine the {free.map.kind} weight of {len(undetermined)} of "
+            f"{free.n} vertices: the smoothness prior set them from their neighbours"
+        )
+        reason += f"; {note}"
+        warnings.append(note)
+    params, model_values, weights = free.fitted_values(x)
+    all_errors = np.concatenate(list(errors.values()))
+    entry = {
+        "kind": free.map.kind,
+        "mode": "free",
+        "base": model_values[free.range.base[0]],
+        "top": model_values[free.range.top[0]],
+        "settings": {n: model_values[n] for n in (*free.range.base, *free.range.top)},
+        "weights": weight_stats(weights),
+        "vertices": free.n,
+        "undetermined_vertices": len(undetermined),
+        "undetermined_vertex_indices": [int(v) for v in undetermined],
+        "smoothness": free.map.smoothness,
+    }
+    initial = free.spec.initial_values() if free.spec is not None else {}
+    return FitResult(
+        params=params,
+        initial_params=initial,
+        model_settings=problem.model_settings.replace(**model_values),
+        loss_history=losses,
+        initial_loss=losses[0] if losses else math.nan,
+        final_loss=losses[-1] if losses else math.nan,
+        per_vertex_error=errors,
+        rmse=rmse,
+        max_error=float(all_errors.max()),
+        initial_rmse=objective.rmse_of_loss(losses[0]) if losses else None,
+        iterations=found.iterations,
+        n_forward=objective.n_forward,
+        n_backward=objective.n_backward,
+        seconds=time.perf_counter() - t0,
+        device=objective.device,
+        optimizer="box_lbfgs",
+        stop_reason=stop,
+        cancelled=stop == "cancelled",
+        identifiability=[],
+        warnings=warnings,
+        outcome=outcome,
+        outcome_reason=reason,
+        motion=scales.motion,
+        rmse_relative=rmse / scales.motion if scales.motion > 0.0 else None,
+        tolerance=scales.tolerance,
+        rounding_gap=gap,
+        unit=scales.unit.symbol,
+        gradient=settings.gradient,
+        maps={free.map.kind: weights},
+        map_report={free.map.kind: entry},
+    )
+
+
+def _curvature(free: _FreeMap, x: np.ndarray) -> np.ndarray:
+    """The data loss's curvature along each vertex's ``u_v`` at ``x``: Hutchinson's estimate
+    ``mean_k p_k * (g(x + h p_k) - g(x)) / h`` with Rademacher ``p_k`` over the vertices."""
+    rng = np.random.default_rng(0)
+    _, g0 = free.loss_and_gradient(x)
+    curvature = np.zeros(free.n)
+    for _ in range(PROBES):
+        p = rng.choice([-1.0, 1.0], size=free.n)
+        step = np.concatenate([p, np.zeros(len(x) - free.n)])
+        nudged = np.clip(x + PROBE_STEP * step, free.lower, free.upper)
+        _, g = free.loss_and_gradient(nudged)
+        curvature += p * (g[: free.n] - g0[: free.n]) / PROBE_STEP
+    return curvature / PROBES
+
+
+def _undetermined(free: _FreeMap, x: np.ndarray, strength: float, edges: np.ndarray) -> np.ndarray:
+    """Vertices where the data's curvature along ``u_v`` is below the prior's (see the module
+    docstring)."""
+    curvature = np.abs(_curvature(free, x))
+    degree = np.bincount(edges.ravel(), minlength=free.n).astype(np.float64)
+    # without a prior, a vertex the targets see a billion times less than the most seen one
+    floor = np.maximum(strength * degree, 1e-9 * float(curvature.max()))
+    return np.flatnonzero(curvature <= floor)
