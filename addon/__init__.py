@@ -22,6 +22,7 @@ from .models.soft_body import props as soft_body_props
 from .ui import (
     bake_operators,
     fit_operators,
+    map_operators,
     object_operators,
     panel,
     physics_link,
@@ -39,6 +40,7 @@ _MODULES = (
     object_operators,
     bake_operators,
     result_operators,
+    map_operators,
     tracks_ui,
     panel,
     preset_operators,

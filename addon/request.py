@@ -13,6 +13,8 @@ from typing import Any
 import bpy
 
 from ..warp_core.fit import FitProblem, FitSettings
+from ..warp_core.fit.problem.maps import parameters_set_by
+from ..warp_core.models import get_model
 from ..warp_core.presets.schema import FLOAT32_SMALLEST_NORMAL
 from .errors import FitInputError
 from .models.base import SceneModel, resolve_ties
@@ -148,6 +150,13 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         for t in s.targets
     ]
     footage = footage_from_settings(s)
+    maps = map_requests(s, model)
+    # a tie's follower that a map sets (compression with a structural map) follows the map
+    ties = {
+        follower: leader
+        for follower, leader in ties.items()
+        if follower not in map_settings(maps, model.name)
+    }
     request = FitRequest(
         object_name=ob.name,
         model=model.name,
@@ -163,11 +172,47 @@ def request_from_object(ob: bpy.types.Object, **overrides: Any) -> FitRequest:
         allow_unmodeled=bool(s.allow_unmodeled),
         footage=footage,
         tolerance_px=None if s.use_auto_tolerance_px else float(s.tolerance_px),
+        maps=maps,
     )
     for key, value in overrides.items():
         if value is not None:
             setattr(request, key, value)
     return request
+
+
+def map_requests(settings: Any, model: SceneModel) -> list[MapRequest]:
+    """The weight map the Weight Map settings of ``settings`` (``Object.fit_to_target``) ask
+    for: none while Fit Map is off or for a model without maps; FitInputError for Regions
+    with no region or a row without a vertex group (whether each group exists is
+    ``checks.check_maps``'s, for the batch command's maps too)."""
+    if not settings.map_fit or not get_model(model.name).map_ranges:
+        return []
+    kind, name = settings.map_kind.lower(), settings.id_data.name
+    if settings.map_mode == "FREE":
+        # the float32 setting as the decimal it was typed as (0.01, not 0.0099999998)
+        smoothness = float(f"{settings.map_smoothness:.7g}")
+        return [MapRequest(kind, settings.map_group, [], smoothness)]
+    regions = [entry.group for entry in settings.map_regions]
+    if not regions:
+        raise FitInputError(
+            f"'{name}': the {kind} map in Regions mode has no regions: add the painted vertex groups "
+            "with + in Weight Map, or choose Free"
+        )
+    if "" in regions:
+        raise FitInputError(
+            f"'{name}': region {regions.index('') + 1} of the {kind} map names no vertex group: pick one, "
+            "or remove the row"
+        )
+    twice = next((group for k, group in enumerate(regions) if group in regions[:k]), None)
+    if twice is not None:
+        raise FitInputError(f"'{name}': region '{twice}' is listed twice in the {kind} map: remove one")
+    return [MapRequest(kind, settings.map_group, regions)]
+
+
+def map_settings(maps: list[MapRequest], model_name: str) -> set[str]:
+    """The modifier settings ``maps`` set (``parameters_set_by``): not fitted or tied besides."""
+    model = get_model(model_name)
+    return {name for m in maps for name in parameters_set_by(model, m.kind, not m.regions)}
 
 
 def footage_from_settings(s: Any, force: bool = False) -> FootageSpec | None:

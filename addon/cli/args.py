@@ -11,6 +11,8 @@ from pathlib import Path
 import bpy
 
 from ...warp_core.errors import UserError, abridged
+from ...warp_core.fit.problem.maps import DEFAULT_SMOOTHNESS
+from ...warp_core.models import get_model
 from ..models.registry import MODEL_NAMES, parameter_names
 from ..request import TargetSpec
 
@@ -33,7 +35,11 @@ NAME_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--target": lambda value: [value.rpartition("@")[0] or value],
     "--target-tracks": lambda value: list(value.partition(":")[::2]),
     "--camera": lambda value: [value],
+    "--fit-map": lambda value: [value.partition(":")[2]],
+    "--map-regions": lambda value: value.split(","),
 }
+# the weight maps some model fits (--fit-map KIND)
+MAP_KINDS = tuple(dict.fromkeys(kind for m in MODEL_NAMES.values() for kind in get_model(m).map_ranges))
 
 
 class UsageError(UserError):
@@ -210,6 +216,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     names = "; ".join(f"{m}: {', '.join(parameter_names(m))}" for m in models)
     p.add_argument("--fit", metavar="P1,P2,...", help="parameters to fit (" + names + ")")
     p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
+    p.add_argument(
+        "--fit-map",
+        action="append",
+        default=[],
+        metavar="KIND[:GROUP]",
+        help="fit the weight map of a stiffness vertex group as well (repeatable; KIND: "
+        f"{', '.join(MAP_KINDS)}), written into GROUP, else the group the Cloth modifier names for it, "
+        "else a new one; without --fit only the maps are fitted",
+    )
+    p.add_argument(
+        "--map-regions",
+        metavar="G1,G2,...",
+        help="the painted vertex groups that are the regions of every --fit-map, one stiffness each; "
+        "without it a map is free (one weight per vertex)",
+    )
+    p.add_argument(
+        "--map-smoothness",
+        type=float,
+        metavar="X",
+        help=f"a free map's smoothness prior, at least 0 (default {DEFAULT_SMOOTHNESS:g})",
+    )
     p.add_argument(
         "--device",
         help="cpu, cuda, cuda:N or AUTO (a cloth on the GPU from the vertex count at which a fit there "

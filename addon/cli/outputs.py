@@ -63,6 +63,28 @@ def report_document(
     )
 
 
+def map_lines(record: dict[str, Any]) -> list[str]:
+    """One line per weight map of an object's record (after its before -> after table): each
+    region's value, or the span of a free map's weights, and the vertex group written."""
+    lines = []
+    for kind, entry in (record.get("maps") or {}).items():
+        if entry.get("mode") == "regions":
+            what = ", ".join(
+                f"{name} {region['value']:.3g}"
+                + ("" if region.get("determined", True) else " (undetermined)")
+                for name, region in (entry.get("regions") or {}).items()
+            )
+        else:
+            weights = entry.get("weights") or {}
+            what = f"weights {weights.get('min', 0.0):.2f}-{weights.get('max', 0.0):.2f}"
+            if entry.get("undetermined_vertices"):
+                what += f", {entry['undetermined_vertices']} vertices undetermined"
+        group = entry.get("group")
+        where = f"group '{group}'" if group and record.get("status") != "cancelled" else "not written"
+        lines.append(f"  {kind} map ({entry.get('mode')}): {what} -> {where}")
+    return lines
+
+
 def write_json_atomically(
     path: Path, data: dict[str, Any], before_commit: Callable[[], None] | None = None
 ) -> None:

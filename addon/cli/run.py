@@ -39,8 +39,8 @@ from .args import (
     parse_tracks,
 )
 from .inputs import as_usage_error, open_scene, preset_values, scene_path
-from .objects import pick_objects, request_for
-from .outputs import StagedCaches, write_json_atomically
+from .objects import map_requests, pick_objects, request_for
+from .outputs import StagedCaches, map_lines, write_json_atomically
 from .paths import OutputPlan, check_references, plan_bake_files, plan_outputs
 from .progress_log import ProgressLog
 from .run_info import RunClock
@@ -109,6 +109,7 @@ class BatchRun:
         device = as_usage_error(resolve_device, args.device) if args.device else None
         start_values = preset_values(args.preset) if args.preset else None
         chosen = parse_fit(args.fit) if args.fit else None
+        maps = map_requests(args, chosen)
         limit_cpu_threads(args.threads)
         self.step("open")
         open_scene(input_path, args.scene)
@@ -142,7 +143,7 @@ class BatchRun:
             status = self.apply_all(objects, results, empty)
         else:
             prepared_fits, status = self.prepare_all(
-                scene, objects, (chosen, targets, device, start_values, tracks)
+                scene, objects, (chosen, targets, device, start_values, tracks, maps)
             )
             if prepared_fits:
                 fitted = self.fit_shared(prepared_fits) if args.shared else self.fit_all(prepared_fits)
@@ -340,7 +341,7 @@ class BatchRun:
 
     def print_tables(self) -> None:
         for record in self.records:
-            for line in format_table(record):
+            for line in [*format_table(record), *map_lines(record)]:
                 self.say(line)
             note = surface_note(record)
             if note:

@@ -59,7 +59,7 @@ def check_request(
     name = ob.name
     model = scene_model(request.model)
     try:
-        check_parameters(model.name, request.fit, request.ties)
+        check_parameters(model.name, request.fit, request.ties, has_maps=bool(request.maps))
         check_targets(request.footage is not None, bool(request.targets), f"'{name}'", _HOW_TO_ADD)
     except ValueError as e:
         raise FitInputError(str(e)) from e
@@ -93,10 +93,28 @@ def check_request(
         raise FitInputError(str(e)) from e
     if request.max_iterations < 1:
         raise FitInputError("max iterations must be at least 1")
+    check_maps(ob, request)
     unmodeled_warnings(scene, ob, mod, request)
     if check_device:
         resolve_device(request.device)
     return mod, start, end
+
+
+def check_maps(ob: bpy.types.Object, request: FitRequest) -> None:
+    """Each weight map's regions are vertex groups of the object, and none is the group the
+    fitted weights would overwrite."""
+    for asked in request.maps:
+        for region in asked.regions:
+            if region not in ob.vertex_groups:
+                raise FitInputError(
+                    f"'{ob.name}' has no vertex group '{region}' for a region of the {asked.kind} map: "
+                    "paint one of that name, or pick an existing group"
+                )
+        if asked.group and asked.group in asked.regions:
+            raise FitInputError(
+                f"'{ob.name}': the {asked.kind} map would write its weights over region '{asked.group}': "
+                "choose another output group"
+            )
 
 
 def unmodeled_warnings(

@@ -90,16 +90,21 @@ class GroupState:
 
 
 def write_map(
-    ob: bpy.types.Object, kind: str, weights: np.ndarray, max_values: dict[str, float] | None = None
+    ob: bpy.types.Object,
+    kind: str,
+    weights: np.ndarray,
+    max_values: dict[str, float] | None = None,
+    group_name: str = "",
 ) -> GroupState:
     """Write ``weights`` (one per vertex of the object's mesh, in [0, 1]) as the ``kind``
     map of its cloth, and ``max_values`` (some of the kind's maxima, :data:`MAX_FIELDS`)
     into the modifier; the state to undo it with :func:`restore_map`.
 
-    Where the modifier names an existing group for the kind, that group's weights are
-    replaced in place; else a group named after the kind (:data:`GROUP_NAMES`, made unique
-    by Blender if taken) is made and the modifier pointed at it. Every vertex joins the
-    group, those of weight 0 too. FitInputError, with nothing changed, on bad input.
+    The group is ``group_name`` where given (replaced in place where it exists, else made);
+    else the one the modifier names for the kind where it exists; else a new one named after
+    the kind (:data:`GROUP_NAMES`, made unique by Blender if taken). The modifier is pointed
+    at it. Every vertex joins the group, those of weight 0 too. FitInputError, with nothing
+    changed, on bad input.
     """
     mod = _require_cloth(ob)
     values = _checked_weights(ob, kind, weights)
@@ -107,7 +112,8 @@ def write_map(
     settings = mod.settings
     setting = VERTEX_GROUPS[MAP_FIELDS[kind]]
     named = getattr(settings, setting)
-    existing = ob.vertex_groups.get(named) if named else None
+    wanted = group_name or named
+    existing = ob.vertex_groups.get(wanted) if wanted else None
     state = GroupState(
         kind=kind,
         setting=setting,
@@ -118,7 +124,8 @@ def write_map(
         previous_active_index=ob.vertex_groups.active_index,
     )
     try:
-        group = existing if existing is not None else ob.vertex_groups.new(name=GROUP_NAMES[kind])
+        new_name = group_name or GROUP_NAMES[kind]
+        group = existing if existing is not None else ob.vertex_groups.new(name=new_name)
         state.group = group.name
         _assign(group, values)
         for name, value in maxima.items():

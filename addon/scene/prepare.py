@@ -21,6 +21,7 @@ from ..request import FitRequest, PreparedFit, TargetSpec
 from ..warp_setup import choose_device, resolve_device
 from .checks import check_request, check_rest_shape, check_scale, unmodeled_warnings
 from .footage import check_sees_cloth, read_camera, read_footage
+from .map_inputs import map_specs
 from .steps import StepGenerator, run_blocking
 
 # a target as read: world positions, triangles (surface loss), edges (object targets)
@@ -134,6 +135,7 @@ def prepare_fit_steps(
         loss=loss,
         model=model.name,
         tracks=footage,
+        maps=map_specs(ob, request, mesh.vertex_count),
     )
     try:
         problem.validate()

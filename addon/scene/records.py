@@ -41,6 +41,9 @@ def result_record(prepared: PreparedFit, result: FitResult) -> dict[str, Any]:
         "device": result.device,
         "addon_version": addon_version(),
     }
+    for asked in r.maps if "maps" in record else ():
+        # the group each map goes to ("" until written: the modifier's, or a new one)
+        record["maps"][asked.kind]["group"] = asked.group
     tracks = prepared.problem.tracks
     if tracks is not None:
         record["targets"] = [

@@ -9,8 +9,9 @@ What counts, one digest per part (:data:`PARTS`):
   target's coordinates; for footage, the clip, tracking object, camera (its placement as a
   target's), the track bindings and each track's markers;
 - ``settings``: what the fit matches and how closely: the model, the parameters fitted and
-  their ties, the loss, the tolerances, the start values, Ignore Unsupported Settings and the
-  footage's robust threshold;
+  their ties, the loss, the tolerances, the start values, Ignore Unsupported Settings, the
+  footage's robust threshold, and the weight maps fitted (kind, regions, smoothness, output
+  group) with their regions' painted weights;
 - ``mesh``: the cloth's mesh as the simulation starts from it: vertex count and rest
   coordinates, edges, faces, its shape keys (other than targets) and the modifiers above the
   simulation's;
@@ -20,7 +21,8 @@ What counts, one digest per part (:data:`PARTS`):
 
 Not counted: the simulation modifier's own settings (Apply and Revert write the fitted values
 there, and a bake switches it off), the bake, the iteration limit, time budget and device
-(how long and where a fit runs, not what it matches), vertex-group weights, and what other
+(how long and where a fit runs, not what it matches), other vertex groups' weights (the
+write-back of a map writes its own group), and what other
 objects a modifier, constraint or driver refers to (named, not followed).
 
 An animated channel counts by its F-curve, never by its value at the current frame, so
@@ -32,6 +34,7 @@ once after each edit of it, nothing while it is unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -42,6 +45,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from ..errors import FitInputError
+from ..mesh_read import vertex_group_weights
 from ..models.registry import object_model, scene_model
 from ..request import FitRequest, following, request_from_object
 from .input_digest import (
@@ -106,14 +110,26 @@ def fit_fingerprint(ob: bpy.types.Object, request: FitRequest | None = None) -> 
     return {
         **_cloth_parts(ob, request.model, skip),
         "targets": _targets_digest(ob, request),
-        "settings": _settings_digest(request),
+        "settings": _settings_digest(request, _region_weights(ob, request)),
     }
 
 
-def _settings_digest(request: FitRequest) -> str:
+def _region_weights(ob: bpy.types.Object, request: FitRequest) -> list[str]:
+    """The painted weights of every map region's vertex group (a digest each)."""
+    names = [name for asked in request.maps for name in asked.regions]
+    if not names or ob.type != "MESH":
+        return []
+    return [hashlib.sha1(vertex_group_weights(ob.data, ob, name).tobytes()).hexdigest() for name in names]
+
+
+def _settings_digest(request: FitRequest, region_weights: list[str]) -> str:
     footage = request.footage
+    maps = [dataclasses.asdict(asked) for asked in request.maps]
+    # without maps the digest is what it was before maps existed (older results stay current)
+    extra = {"maps": maps, "region_weights": region_weights} if maps else {}
     return _digest(
         {
+            **extra,
             "model": request.model,
             "fit": sorted(request.fit),
             "ties": request.ties,

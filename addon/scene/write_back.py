@@ -18,6 +18,7 @@ from .bake import is_baked, unbake_object
 from .checks import check_object
 from .footage import store_bindings
 from .loss_curve import rmse_history, update_curve_image
+from .map_writes import is_region_parameter, map_maxima, restore_maps, write_maps
 from .records import result_record
 from .staleness import FINGERPRINT_KEY, fit_fingerprint
 
@@ -56,6 +57,10 @@ def write_back(
         FINGERPRINT_KEY: fingerprint if fingerprint is not None else fit_fingerprint(ob, prepared.request),
     }
     store_record(ob, json_safe(kept), apply)
+    if apply and record.get("maps"):
+        stored = json.loads(ob.fit_to_target.result_json)["maps"]
+        for kind, entry in record["maps"].items():
+            entry["group"] = stored[kind]["group"]
     update_curve_image(ob, history, record.get(f"tolerance_{unit.symbol}"))
     return record
 
@@ -73,9 +78,13 @@ def store_record(ob: bpy.types.Object, record: dict[str, Any], apply: bool = Tru
 
 
 def fitted_values(record: dict[str, Any]) -> dict[str, Any]:
-    """Values a result writes into the modifier: start values (presets) and fitted values."""
+    """Values a result writes into the modifier: start values (presets), fitted values, and
+    the base and Max values of each fitted map (not its regions' values, which its weights
+    hold)."""
     values = dict(record.get("start_values") or {})
-    values.update(record.get("params") or {})
+    values.update({k: v for k, v in (record.get("params") or {}).items() if not is_region_parameter(k)})
+    for entry in (record.get("maps") or {}).values():
+        values.update(entry["settings"])
     return values
 
 
@@ -86,14 +95,27 @@ def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
     s = ob.fit_to_target
     if not s.result_json:
         raise FitInputError(f"'{ob.name}' has no fit result to apply")
-    values = fitted_values(json.loads(s.result_json))
+    record = json.loads(s.result_json)
+    values = fitted_values(record)
     if s.applied:
         return values
     if is_baked(ob):  # a bake of the previous values would no longer show what the modifier does
         unbake_object(ob)
     names = list(dict.fromkeys(list(parameter_names(model.name)) + list(values)))
-    s.previous_values_json = json.dumps(model.current_values(mod, names))
-    model.write_values(mod, values)
+    previous = model.current_values(mod, names)
+    maps = record.get("maps") or {}
+    # a map's Max goes in with its weights, after the base it may not be below
+    model.write_values(mod, {k: v for k, v in values.items() if k not in map_maxima(maps)})
+    try:
+        groups = write_maps(ob, maps)
+    except Exception:
+        model.write_values(mod, previous)
+        raise
+    if groups:  # the record says where the weights went
+        for kind, group in groups.items():
+            record["maps"][kind]["group"] = group
+        s.result_json = json.dumps(record)
+    s.previous_values_json = json.dumps(previous)
     s.applied = True
     return values
 
@@ -109,6 +131,7 @@ def revert(ob: bpy.types.Object, remove_bake: bool = True) -> dict[str, Any]:
     previous = json.loads(s.previous_values_json)
     if remove_bake and is_baked(ob):
         unbake_object(ob)
+    restore_maps(ob)
     object_model(ob).write_values(mod, previous)
     s.applied = False
     return previous

@@ -1,8 +1,9 @@
 """Sidebar panel (View3D > Sidebar > Fit): the main panel (a running fit's progress, the
-model, the Fit button) and its sub-panels Targets, Parameters, Solver and Result.
+model, the Fit button) and its sub-panels Targets, Parameters, Weight Map, Solver and Result.
 
-What each sub-panel draws lives in :mod:`.panel_settings` and :mod:`.panel_result`; labels of
-variable text are wrapped to the sidebar's width (:mod:`.text_wrap`)."""
+What each sub-panel draws lives in :mod:`.panel_settings`, :mod:`.panel_maps` and
+:mod:`.panel_result`; labels of variable text are wrapped to the sidebar's width
+(:mod:`.text_wrap`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..scene.records import read_record
 from ..session import FitSession, active_export, active_session, busy_with
 from .bake_operators import active_bake, bake_under_way
 from .fit_operators import fit_objects
+from .panel_maps import FIT_UL_map_regions, draw_map_header, draw_maps, shows_maps
 from .panel_result import contacts_line, draw_result, run_rows
 from .panel_settings import FIT_UL_targets, draw_parameters, draw_solver, draw_targets
 from .text_wrap import width_chars, wrapped_label
@@ -152,6 +154,30 @@ class FIT_PT_parameters(_FitSubPanel, bpy.types.Panel):
             draw_parameters(split_layout(self.layout), ob, width_chars(context))
 
 
+class FIT_PT_maps(_FitSubPanel, bpy.types.Panel):
+    """Fit a stiffness weight map too: one value per painted region, or one weight per vertex"""
+
+    bl_idname = "FIT_PT_maps"
+    bl_label = "Weight Map"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        # only a model with maps (Blender's cloth; not a soft body)
+        ob = fit_object(context)
+        return ob is not None and shows_maps(ob)
+
+    def draw_header(self, context: bpy.types.Context) -> None:
+        ob = fit_object(context)
+        if ob is not None:
+            draw_map_header(self.layout, ob)
+
+    def draw(self, context: bpy.types.Context) -> None:
+        ob = fit_object(context)
+        if ob is not None:
+            draw_maps(split_layout(self.layout), ob, width_chars(context))
+
+
 class FIT_PT_solver(_FitSubPanel, bpy.types.Panel):
     """How the fit measures the targets and when it stops"""
 
@@ -183,4 +209,13 @@ class FIT_PT_result(_FitSubPanel, bpy.types.Panel):
             draw_result(split_layout(self.layout), ob, record, width_chars(context))
 
 
-classes = (FIT_UL_targets, FIT_PT_main, FIT_PT_targets, FIT_PT_parameters, FIT_PT_solver, FIT_PT_result)
+classes = (
+    FIT_UL_targets,
+    FIT_UL_map_regions,
+    FIT_PT_main,
+    FIT_PT_targets,
+    FIT_PT_parameters,
+    FIT_PT_maps,
+    FIT_PT_solver,
+    FIT_PT_result,
+)

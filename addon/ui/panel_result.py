@@ -17,6 +17,7 @@ from ...warp_core.fit.verdict.report import format_value, record_misfit
 from ..models.registry import DEFAULT_MODEL
 from ..scene.records import read_record, shared_summary
 from .labels import model_labels
+from .map_result_ui import draw_maps, draw_weights_buttons, region_labels
 from .panel_settings import draw_error_frame
 from .result_ui import draw_error_legend, draw_loss_curve, draw_matched, draw_staleness
 from .text_wrap import wrapped_label
@@ -60,7 +61,9 @@ def draw_summary(layout: bpy.types.UILayout, ob: bpy.types.Object, record: dict,
 
 def draw_values(layout: bpy.types.UILayout, ob: bpy.types.Object, record: dict, width_chars: int) -> None:
     """Each fitted parameter by Blender's name: value before -> after."""
-    params = record.get("params") or {}
+    # a map region's value is shown with its map (draw_maps)
+    regions = region_labels(record)
+    params = {name: value for name, value in (record.get("params") or {}).items() if name not in regions}
     if not params:
         return
     initial = record.get("initial_params") or {}
@@ -174,6 +177,7 @@ RESULT_ROWS: tuple[ResultRow, ...] = (
     draw_staleness,
     draw_summary,
     draw_values,
+    draw_maps,
     draw_misfit,
     draw_outcome,
     draw_matched,
@@ -184,6 +188,7 @@ RESULT_ROWS: tuple[ResultRow, ...] = (
     draw_run,
     draw_warnings,
     draw_apply_revert,
+    draw_weights_buttons,
     draw_error_legend,
     draw_bake,
 )

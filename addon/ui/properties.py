@@ -21,6 +21,7 @@ from ...warp_core.models import get_model
 from ..models.parameter_rows import parameter_rows
 from ..models.registry import MODEL_FROM_MODIFIER, MODEL_ITEMS, scene_models
 from ..warp_setup import cuda_device_names
+from .map_properties import MAP_SETTINGS, FIT_PG_map_region
 from .switches import auto_switch, explicit_switch, last_frame_switch
 
 LOSS_ITEMS = [
@@ -327,9 +328,10 @@ def _add_model_options(annotations: dict) -> None:
 
 
 _add_model_options(FIT_PG_settings.__annotations__)
+FIT_PG_settings.__annotations__.update(MAP_SETTINGS)
 
 
-classes = (FIT_PG_target, FIT_PG_track_binding, FIT_PG_settings)
+classes = (FIT_PG_target, FIT_PG_track_binding, FIT_PG_map_region, FIT_PG_settings)
 
 
 def register() -> None:

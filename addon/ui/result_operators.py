@@ -1,19 +1,22 @@
 """Operators on what a fit left: the fit error shown in the viewport (Show / Hide Fit Error),
-the loss curve opened large, a jump to a target's frame, and clearing the start values a
-preset gave. ``register`` also adds the handlers that keep the out-of-date check current.
+the fitted weights shown in Weight Paint mode (Show Fitted Weights), the loss curve opened
+large, a jump to a target's frame, and clearing the start values a preset gave. ``register``
+also adds the handlers that keep the out-of-date check current.
 
 No ``from __future__ import annotations``: Blender reads operator properties from the class
 annotations, which must stay objects.
 """
 
 import bpy
-from bpy.props import IntProperty
+from bpy.props import IntProperty, StringProperty
 
 from ..errors import FitInputError
 from ..scene.checks import check_object
 from ..scene.error_overlay import hide_error, show_error
 from ..scene.loss_curve import record_curve_image
+from ..scene.records import read_record
 from ..scene.staleness import install_handlers, remove_handlers
+from .map_result_ui import fitted_group, show_weights
 
 
 class _ActiveObjectOperator(bpy.types.Operator):
@@ -60,6 +63,25 @@ class OBJECT_OT_fit_to_target_hide_error(_ActiveObjectOperator):
         if not hide_error(ob):
             raise FitInputError(f"'{ob.name}' shows no fit error")
         return ("INFO", f"Hid the fit error of '{ob.name}'")
+
+
+class OBJECT_OT_fit_to_target_show_weights(_ActiveObjectOperator):
+    """Show the fitted weight map in Weight Paint mode: its vertex group becomes the active one"""
+
+    bl_idname = "object.fit_to_target_show_weights"
+    bl_label = "Show Fitted Weights"
+    bl_description = (
+        "Make the vertex group holding the fitted weights the active one and enter Weight Paint mode to "
+        "show it (Tab or the mode menu leaves it)"
+    )
+
+    kind: StringProperty(  # type: ignore[valid-type]
+        name="Map", description="The fitted map to show: structural, shear or bending (empty: the first)"
+    )
+
+    def run(self, context, ob):
+        group = fitted_group(ob, read_record(ob), self.kind)
+        return ("INFO", show_weights(context, ob, group))
 
 
 def show_image(context: bpy.types.Context, image: bpy.types.Image) -> str:
@@ -154,6 +176,7 @@ class OBJECT_OT_fit_to_target_clear_start_values(bpy.types.Operator):
 classes = (
     OBJECT_OT_fit_to_target_show_error,
     OBJECT_OT_fit_to_target_hide_error,
+    OBJECT_OT_fit_to_target_show_weights,
     OBJECT_OT_fit_to_target_show_loss_curve,
     OBJECT_OT_fit_to_target_jump_to_target,
     OBJECT_OT_fit_to_target_clear_start_values,

@@ -22,6 +22,7 @@ from ..scene.error_overlay import legend_rows, overlay_state
 from ..scene.loss_curve import curve_image, rmse_history, schedule_curve_image
 from ..scene.staleness import changed_parts
 from .labels import model_labels
+from .map_result_ui import region_labels
 from .text_wrap import wrap_lines, wrapped_label
 
 CURVE_SCALE = 8.0  # the panel's curve picture, in icon units (about 20 pixels each)
@@ -108,7 +109,7 @@ def matched_lines(record: dict[str, Any]) -> list[tuple[str, str]]:
     identifiability: each determined parameter with the range its value can move in while
     the targets stay matched (the others making up for it, to first order), then each
     undetermined one with its start and fitted values."""
-    label = model_labels(record.get("model") or "")
+    label = {**model_labels(record.get("model") or ""), **region_labels(record)}
     initial = record.get("initial_params") or {}
     params = record.get("params") or {}
     undetermined = list(record.get("undetermined") or [])

@@ -244,6 +244,7 @@ def panel_classes() -> list[type]:
         panel.FIT_PT_main,
         panel.FIT_PT_targets,
         panel.FIT_PT_parameters,
+        panel.FIT_PT_maps,
         panel.FIT_PT_solver,
         panel.FIT_PT_result,
     ]

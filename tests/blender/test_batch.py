@@ -465,5 +465,5 @@ def test_cli_command_registered_and_arguments(capsys) -> None:
     assert batch.command_line(inside, in_blender=True) == ["--object", "Cloth"]
     assert batch.command_line(["blender", "-b", "scene.blend", "--python", "batch.py"], in_blender=True) == []
     assert batch.command_line(["batch.py", "a.blend", "--quiet"], in_blender=False) == ["a.blend", "--quiet"]
-    assert set(PARAMETER_NAMES) <= set(SCHEMA["$defs"]["values"]["propertyNames"]["enum"])
+    assert set(PARAMETER_NAMES) <= set(SCHEMA["$defs"]["values"]["propertyNames"]["anyOf"][0]["enum"])
     assert os.access(REPO_ROOT / "dev", os.X_OK)
