@@ -295,14 +295,14 @@ CLI = [
     _cli_flag(
         "--device",
         CLI_RUN,
-        "scene, objects, (chosen, targets, device, start_values, tracks)",
-        "scene, objects, (chosen, targets, None, start_values, tracks)",
+        "scene, objects, (chosen, targets, device, start_values, tracks, maps)",
+        "scene, objects, (chosen, targets, None, start_values, tracks, maps)",
     ),
     _cli_flag(
         "--preset",
         CLI_RUN,
-        "scene, objects, (chosen, targets, device, start_values, tracks)",
-        "scene, objects, (chosen, targets, device, None, tracks)",
+        "scene, objects, (chosen, targets, device, start_values, tracks, maps)",
+        "scene, objects, (chosen, targets, device, None, tracks, maps)",
         "the object's start values",
     ),
 ]

@@ -100,6 +100,12 @@ def schema_errors(value, schema: dict, root: dict | None = None, where: str = "$
         errors.append(f"{where}: {value!r} != {schema['const']!r}")
     if "enum" in schema and value not in schema["enum"]:
         errors.append(f"{where}: {value!r} not in {schema['enum']}")
+    if "pattern" in schema and isinstance(value, str) and re.search(schema["pattern"], value) is None:
+        errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
+    if "anyOf" in schema:
+        each = [schema_errors(value, option, root, where) for option in schema["anyOf"]]
+        if all(each):
+            errors.append(f"{where}: {value!r} matches none of: " + "; ".join(e[0] for e in each))
     if "minimum" in schema and isinstance(value, int | float) and value < schema["minimum"]:
         errors.append(f"{where}: {value} < {schema['minimum']}")
     if isinstance(value, dict):

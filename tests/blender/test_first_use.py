@@ -87,6 +87,7 @@ def test_readme_lists_every_operator_for_scripts() -> None:
             "ui.result_operators",
             "ui.preset_operators",
             "ui.physics_link",
+            "ui.map_operators",
         )
         for cls in addon_module(module).classes
     )

@@ -21,11 +21,12 @@ same honest outcome.
   ``smoothness`` 1 an edge's difference costs what a typical vertex's own misfit does, for a
   napkin as for a sail; on log stiffness, a band twice as stiff costs the same at any
   stiffness.
-* **What the targets determine**: the data's curvature along each ``u_v`` (Gauss–Newton
-  diagonal, estimated by Hutchinson probes: ``PROBES`` Rademacher vectors, each a tape
-  gradient at a nudged point) against the prior's at that vertex. A vertex where the prior's
-  curvature is larger has the value the prior gives it (from its neighbours), not one the
-  targets set: reported as undetermined, with its index.
+* **What the targets determine**: the data's Gauss–Newton curvature along each ``u_v``
+  (the diagonal of ``J^T J``, by Hutchinson probes: ``PROBES`` Rademacher vectors ``p``, each
+  ``J p`` from two rollouts and ``J^T (J p)`` from one backward pass) against the prior's at
+  that vertex. A vertex where the prior's curvature is larger has the value the prior gives
+  it (from its neighbours), not one the targets set: reported as undetermined, with its
+  index. The prior's scale ``c`` is the same curvature's mean over the vertices.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..models import get_model
 from .objective.objective import FitObjective
 from .optimizers.box_lbfgs import minimize_box
 from .problem.maps import MapSpec, region_parameter, weight_stats
@@ -53,6 +55,7 @@ __all__ = ["PROBES", "SPAN", "fit_free_map", "smoothness_penalty"]
 
 SPAN = 100.0  # the box of each vertex's stiffness: the start value divided and times this
 PROBES = 8  # Hutchinson probes for the curvature that says what the targets determine
+SCALE_PROBES = 2  # and for its mean over the vertices, which scales the prior
 PROBE_STEP = 1e-3  # the probes' nudge of log stiffness
 UNIFORM = "uniform"  # the one region of the uniform fit that starts a free map
 
@@ -91,15 +94,19 @@ class _FreeMap:
     :func:`fit_free_map`."""
 
     def __init__(
-        self, problem: FitProblem, objective: FitObjective, spec: ParameterSpec | None, uniform: FitResult
+        self,
+        problem: FitProblem,
+        objective: FitObjective,
+        spec: ParameterSpec | None,
+        uniform: FitResult,
+        s0: float,
     ) -> None:
         self.problem, self.objective, self.spec = problem, objective, spec
         self.map: MapSpec = problem.maps[0]
         self.range = objective.model.map_ranges[self.map.kind]
         self.start = problem.model_settings.values()
         first = self.range.base[0]
-        # the box and the start: around the best uniform value
-        s0 = float(uniform.params[_uniform_name(self.map.kind)])
+        # the box and the start: around the best uniform value ``s0``
         lo, hi = problem.bounds.get(first, fit_parameters(problem)[first].fit_bounds())
         self.low, self.high = max(s0 / SPAN, lo), min(s0 * SPAN, hi)
         self.ratios = {b: float(self.start[b]) / float(self.start[first]) for b in self.range.base}
@@ -156,15 +163,21 @@ def fit_free_map(
     refusal = objective.tape_gradient_refusal()
     if refusal is not None:
         raise FitError(f"a free map is fitted on the tape gradient, and {refusal}: fit regions instead")
-    uniform = _uniform_fit(problem, settings, report, cancel, t0)
+    if not objective.target.has_residual_adjoint:
+        raise FitError(
+            f"a free map is fitted to targets of the cloth's own vertices (what they determine is measured "
+            f"vertex by vertex), not to {objective.target.label}: use the vertex loss, or fit regions"
+        )
+    uniform, s0 = _uniform_fit(problem, settings, report, cancel, t0)
     if uniform.outcome == "failed" or uniform.cancelled:
         return uniform
     report = report.shifted(uniform.iterations + 1)
-    free = _FreeMap(problem, objective, spec, uniform)
+    free = _FreeMap(problem, objective, spec, uniform, s0)
     edges = problem.mesh.edges
     report.phase("refinement")
     # the prior's scale: the data's mean curvature per vertex at the start
-    strength = free.map.smoothness * float(np.mean(np.abs(_curvature(free, free.x0))))
+    # (a few probes do for the mean over the vertices)
+    strength = free.map.smoothness * _gauss_newton(free, free.x0, SCALE_PROBES, diagonal=False)[1]
     losses: list[float] = []
     best: list[Any] = [math.inf, free.x0]
     budget = settings.time_budget_s
@@ -193,7 +206,7 @@ def fit_free_map(
         raise FitError(f"the free {free.map.kind} map could not be simulated: {e}") from e
     result = _result(problem, settings, free, found, t0, report)
     result.map_report[free.map.kind]["uniform"] = {
-        "value": float(uniform.params[_uniform_name(free.map.kind)]),
+        "value": s0,
         "rmse_m": float(uniform.rmse),
     }
     result.iterations += uniform.iterations
@@ -203,30 +216,36 @@ def fit_free_map(
     return result
 
 
-def _uniform_name(kind: str) -> str:
-    return region_parameter(kind, UNIFORM)
-
-
 def _uniform_fit(
     problem: FitProblem, settings: FitSettings, report: Reporter, cancel: Any, t0: float
-) -> FitResult:
+) -> tuple[FitResult, float]:
     """The best uniform map with the free parameters, by the engine's search (its global
-    phase and trust region): the free map's start, and what it has to improve on."""
+    phase and trust region), and its value: the free map's start, and what it has to improve
+    on. Where the range's other parameters start equal to its first (compression = tension),
+    they are tied to it, a plain fit that batches its rollouts on a GPU; else the map is one
+    region covering every vertex."""
     kind = problem.maps[0].kind
-    uniform = dataclasses.replace(
-        problem, maps=[MapSpec(kind, {UNIFORM: np.ones(problem.mesh.vertex_count)})]
-    )
+    rng = get_model(problem.model).map_ranges[kind]
+    first, start = rng.base[0], problem.model_settings.values()
+    others = [*rng.base[1:], *rng.top]
+    if all(start[name] == start[first] for name in others):
+        names = list(dict.fromkeys([*problem.free_parameters, first]))
+        ties = {**problem.ties, **dict.fromkeys(others, first)}
+        uniform = dataclasses.replace(problem, maps=[], free_parameters=names, ties=ties)
+        value = first
+    else:
+        regions = {UNIFORM: np.ones(problem.mesh.vertex_count)}
+        uniform = dataclasses.replace(problem, maps=[MapSpec(kind, regions)])
+        value = region_parameter(kind, UNIFORM)
     spec = parameter_spec(uniform)
     objective = FitObjective(uniform, settings, spec.names, spec=spec)
     report.measure(objective.unit, objective.rmse_of_loss)
-    run = (
-        settings
-        if settings.time_budget_s is None
-        else dataclasses.replace(
-            settings, time_budget_s=max(settings.time_budget_s - (time.perf_counter() - t0), 1e-9)
-        )
-    )
-    return run_objective(uniform, spec, objective, run, report, cancel, t0)
+    run = settings
+    if settings.time_budget_s is not None:
+        left = max(settings.time_budget_s - (time.perf_counter() - t0), 1e-9)
+        run = dataclasses.replace(settings, time_budget_s=left)
+    result = run_objective(uniform, spec, objective, run, report, cancel, t0)
+    return result, float(result.params[value])
 
 
 def _result(
@@ -314,26 +333,55 @@ def _result(
     )
 
 
-def _curvature(free: _FreeMap, x: np.ndarray) -> np.ndarray:
-    """The data loss's curvature along each vertex's ``u_v`` at ``x``: Hutchinson's estimate
-    ``mean_k p_k * (g(x + h p_k) - g(x)) / h`` with Rademacher ``p_k`` over the vertices."""
+def _gauss_newton(
+    free: _FreeMap, x: np.ndarray, probes: int, diagonal: bool
+) -> tuple[np.ndarray | None, float]:
+    """The Gauss–Newton curvature ``J^T J`` of the data along the vertices' ``u_v`` at ``x``,
+    by Hutchinson probes (Rademacher ``p``): ``J p`` from central differences of two rollouts,
+    its mean square over the vertices (the trace over N: returned second), and with
+    ``diagonal`` each vertex's ``p_v (J^T J p)_v``, ``J^T`` carried back through the tape (the
+    fit's gradient) from ``J p`` (first; None where the target kind has no adjoint)."""
+    objective, kind = free.objective, free.map.kind
+    values = free.values(x)
+    h = objective.tangent_step
     rng = np.random.default_rng(0)
-    _, g0 = free.loss_and_gradient(x)
-    curvature = np.zeros(free.n)
-    for _ in range(PROBES):
+
+    def positions(at: np.ndarray) -> np.ndarray:
+        objective.set_maps({kind: free.weights(at)})
+        return objective.positions(values)[0]
+
+    base = positions(x)
+    lower, upper = free.lower[: free.n], free.upper[: free.n]
+    diag: np.ndarray | None = np.zeros(free.n) if diagonal else None
+    trace = 0.0
+    for _ in range(probes):
         p = rng.choice([-1.0, 1.0], size=free.n)
-        step = np.concatenate([p, np.zeros(len(x) - free.n)])
-        nudged = np.clip(x + PROBE_STEP * step, free.lower, free.upper)
-        _, g = free.loss_and_gradient(nudged)
-        curvature += p * (g[: free.n] - g0[: free.n]) / PROBE_STEP
-    return curvature / PROBES
+        up, down = np.minimum(x[: free.n] + h * p, upper), np.maximum(x[: free.n] - h * p, lower)
+        moved = [np.concatenate([u, x[free.n :]]) for u in (up, down)]
+        jp = objective.residuals_at(positions(moved[0])) - objective.residuals_at(positions(moved[1]))
+        jp /= 2.0 * h  # (a bound cuts a probe short: it only scales that entry down)
+        trace += float(jp @ jp) / free.n
+        adjoint = objective.target.residual_adjoint(base, jp) if diag is not None else None
+        if adjoint is None:
+            diag = None
+            continue
+        objective.set_maps({kind: free.weights(x)})
+        objective.sim.record_maps([kind])
+        _, _, tape = objective.backward_pass(values, None, targets=base - adjoint)
+        by_weight = objective.sim.map_gradients()[kind]
+        tape.zero()
+        diag += p * by_weight / (free.high - free.low) * np.exp(x[: free.n])
+    objective.set_maps({kind: free.weights(x)})
+    return (None if diag is None else diag / probes), trace / probes
 
 
 def _undetermined(free: _FreeMap, x: np.ndarray, strength: float, edges: np.ndarray) -> np.ndarray:
-    """Vertices where the data's curvature along ``u_v`` is below the prior's (see the module
-    docstring)."""
-    curvature = np.abs(_curvature(free, x))
+    """Vertices where the data's Gauss–Newton curvature along ``u_v`` is at most the prior's
+    (see the module docstring); none where the target kind cannot say."""
+    diag, trace = _gauss_newton(free, x, PROBES, diagonal=True)
+    if diag is None:
+        return np.zeros(0, dtype=np.int64)
     degree = np.bincount(edges.ravel(), minlength=free.n).astype(np.float64)
-    # without a prior, a vertex the targets see a billion times less than the most seen one
-    floor = np.maximum(strength * degree, 1e-9 * float(curvature.max()))
-    return np.flatnonzero(curvature <= floor)
+    # without a prior, a vertex the targets see a billion times less than the mean one
+    floor = np.maximum(strength * degree, 1e-9 * trace)
+    return np.flatnonzero(np.abs(diag) <= floor)

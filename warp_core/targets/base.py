@@ -51,6 +51,8 @@ class TargetKind(ABC):
     noise_spread: float | None = None
     # per-track reports (errors, bindings, markers far off) for the result
     reports_tracks: bool = False
+    # whether :meth:`residual_adjoint` carries a residual-space vector back to the positions
+    has_residual_adjoint: bool = False
 
     # ------------------------------------------------------------------ required
     @abstractmethod
@@ -61,6 +63,12 @@ class TargetKind(ABC):
     def residual_tangents(self, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
         """``(dr/dx) dx`` at ``x`` for a position tangent ``dx`` (same shape as ``x``), with the
         state of the last :meth:`at_base_point` (or :meth:`residuals`) at ``x``."""
+
+    def residual_adjoint(self, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        """``(dr/dx)^T y`` at ``x`` for a residual-space vector ``y``, shaped as ``x``: what a
+        free map's Gauss–Newton probes carry back through the tape. None where the kind has
+        none (:attr:`has_residual_adjoint`)."""
+        return None
 
     @abstractmethod
     def errors(self, x: np.ndarray) -> dict[int, np.ndarray]:

@@ -23,6 +23,14 @@ def _same_type(a: Any, b: Any) -> bool:
     return wp.types.types_equal(a, b)
 
 
+def launch_point_loss(row: wp.array, points: np.ndarray, loss: wp.array, sim: Any) -> None:
+    """``loss[0] += 0.5 * sum_i |x_i - p_i|^2`` for a rollout's positions ``row`` and points
+    ``p`` ((N, 3)): its gradient with respect to the positions is ``x - p``."""
+    target = wp.array(np.asarray(points, dtype=np.float64), dtype=sim.vec3, device=sim.device)
+    weights = wp.ones(len(points), dtype=sim.dtype, device=sim.device)
+    launch_vertex_distance_loss(row, target, weights, loss, scale=0.5)
+
+
 def launch_vertex_distance_loss(
     positions: wp.array,
     target: wp.array,
@@ -133,6 +141,11 @@ class VertexTarget(TargetKind):
 
     def residual_tangents(self, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
         return self.sqrt_w * dx.ravel()
+
+    has_residual_adjoint = True
+
+    def residual_adjoint(self, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        return (self.sqrt_w * y).reshape(x.shape)
 
     def launch_loss(self, k: int, row: wp.array, loss: wp.array, sim: Any) -> None:
         dtype = sim.dtype

@@ -25,6 +25,7 @@ import warp as wp
 
 from ...models import get_model
 from ...targets import TargetKind, Unit, target_for
+from ...targets.vertex import launch_point_loss
 from ..optimizers.base import format_values
 from ..problem.problem import FitError, FitProblem
 from ..problem.settings import FitSettings
@@ -218,7 +219,7 @@ class FitObjective:
         regions = self.layout is not None and self.layout.has_regions
         if regions:
             self.sim.record_maps([r.kind for r in self.layout.regions])
-        value, rollout, tape = self._backward(values, kind)
+        value, rollout, tape = self.backward_pass(values, kind)
         stable = (kind or self.settings.gradient) == "stable"
         frozen = rollout.frozen if stable else None
         grad = self.sim.params.grad.numpy().astype(float)
@@ -253,7 +254,7 @@ class FitObjective:
         if refusal is not None:
             raise FitError(f"{refusal}: no map gradient")
         self.sim.record_maps(maps)
-        value, _, tape = self._backward(values, kind)
+        value, _, tape = self.backward_pass(values, kind)
         found = self.sim.map_gradients()
         grad = self.sim.params.grad.numpy().astype(float)
         tape.zero()
@@ -266,9 +267,13 @@ class FitObjective:
         self.sim.set_maps(maps)
         self._cache = None
 
-    def _backward(self, values: dict[str, float], kind: str | None) -> tuple[float, Any, wp.Tape]:
+    def backward_pass(
+        self, values: dict[str, float], kind: str | None, targets: np.ndarray | None = None
+    ) -> tuple[float, Any, wp.Tape]:
         """A rollout at ``values`` on a tape, its loss and the backward pass of ``kind``: the
-        loss, the rollout and the tape (the caller reads the gradients, then zeroes it)."""
+        loss, the rollout and the tape (the caller reads the gradients, then zeroes it). With
+        ``targets`` ((frames, N, 3) positions) the loss is ``0.5 |x - targets|^2`` instead of
+        the target kind's: its gradient with respect to the positions is ``x - targets``."""
         if not self.target.has_tape_gradient:
             raise FitError(self.target.tape_refusal or f"{self.target.label} have no tape gradient")
         self.check_bounds(values)
@@ -282,7 +287,10 @@ class FitObjective:
         with tape:
             rollout = self.sim.rollout(self.problem.frame_end, self.frames, self.problem.goals)
             for k in range(len(self.frames)):
-                self.target.launch_loss(k, rollout.positions[k], loss, self.sim)
+                if targets is None:
+                    self.target.launch_loss(k, rollout.positions[k], loss, self.sim)
+                else:
+                    launch_point_loss(rollout.positions[k], targets[k], loss, self.sim)
         self.n_forward += 1
         value = float(loss.numpy()[0])
         if not math.isfinite(value):

@@ -5,7 +5,7 @@ projection, as in ``lbfgs.py`` (an unknown at a bound whose gradient pushes outw
 for the step, every trial point is clipped into the box), and each step backtracks from the
 quasi-Newton step until the value falls by a small fraction of what the gradient predicts
 (Armijo). Without curvature pairs yet, the first step moves no unknown by more than
-``FIRST_STEP`` of the box's width.
+``FIRST_STEP`` of the box's width, and its linear model promises at most half the value.
 """
 
 from __future__ import annotations
@@ -74,7 +74,13 @@ def minimize_box(
         if not d @ g < 0.0:  # not a descent direction: the gradient alone, memory dropped
             d, pairs = -g * free, []
         if not pairs:
+            # no curvature yet: no unknown moves by more than FIRST_STEP of the box, nor does
+            # the linear model promise more than half the value (many unknowns each moving a
+            # little add up to a large change)
             d *= FIRST_STEP * np.max(upper - lower) / np.abs(d).max()
+            predicted = -(g @ d)
+            if predicted > 0.5 * abs(f) > 0.0:
+                d *= 0.5 * abs(f) / predicted
         t = 1.0
         for _ in range(MAX_TRIALS):
             x_new = np.clip(x + t * d, lower, upper)

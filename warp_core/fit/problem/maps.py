@@ -34,7 +34,7 @@ from ...models.base import MapRange, Model, Parameter
 __all__ = ["DEFAULT_SMOOTHNESS", "MapLayout", "MapSpec", "parameters_set_by", "region_parameter"]
 
 # the free map's smoothness prior by default (``free_map``: measured there)
-DEFAULT_SMOOTHNESS = 1e-3
+DEFAULT_SMOOTHNESS = 3e-2
 # while a fit runs, the range a simulator blends over is at least this wide relative to its
 # base, so a weight always says something (a spring's stiffness does not depend on it)
 _MIN_SPREAD = 1e-3
