@@ -60,8 +60,16 @@ BENCHMARKS: dict[str, Benchmark] = {
     "map_scale": Benchmark(
         "bench/map_scale.py",
         "a free structural map (one weight per vertex) of N x N sheets fitted on a device from a "
-        "uniform start: wall time with a warm kernel cache, steps, how close the weights come to "
-        "the hidden map, and the device memory per vertex per substep",
+        "uniform start: wall time with a warm kernel cache, outcome, steps, the fitted stiffness's "
+        "correlation with the hidden one; one rollout's and one map gradient's time, and the "
+        "device memory per vertex per substep",
+    ),
+    "maps": Benchmark(
+        "bench/maps.py",
+        "stiffness weight maps (region values and free per-vertex maps) fitted on seeded scenes made by "
+        "Blender's own cloth from Blender's defaults, written back through the add-on and replayed in "
+        "Blender's cloth, against the best uniform value; and the free map's tape gradient against "
+        "central differences of the whole rollout",
     ),
     "many_parameters_spread": Benchmark(
         "bench/many_parameters.py",

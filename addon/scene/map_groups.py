@@ -256,7 +256,9 @@ def _checked_max_values(
                 f"[{prop.hard_min:g}, {prop.hard_max:g}]; give a value within it"
             )
         low = MIN_FIELDS.get(name)
-        if low is not None and number < getattr(mod.settings, low):
+        # compared as Blender holds both, in float32: a Max equal to its minimum as written
+        # (a map whose fitted range is one value) is not below the minimum's rounding
+        if low is not None and np.float32(number) < np.float32(getattr(mod.settings, low)):
             raise FitInputError(
                 f"{ob.name}: {name} = {value} is below {low} ({getattr(mod.settings, low):g}), "
                 f"which Blender would raise it to; give at least {low}"

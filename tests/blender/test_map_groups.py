@@ -182,6 +182,20 @@ def test_bad_input_is_refused_and_changes_nothing(kind, make, max_values, words)
     assert snapshot(ob) == before
 
 
+def test_a_range_of_one_value_is_written() -> None:
+    """A map whose fitted values are all one: its base and Max are the same double, which
+    Blender rounds up to float32 for the base; the Max is not "below" it."""
+    value = 12.434125664653395  # float32 rounds it up (12.434125900268555)
+    ob = sheet({"tension_stiffness": value, "compression_stiffness": value})
+    assert ob.modifiers["Cloth"].settings.tension_stiffness > value
+    maxima = {"tension_stiffness_max": value, "compression_stiffness_max": value}
+    state = map_groups.write_map(ob, "structural", np.zeros(len(ob.data.vertices)), maxima)
+    settings = ob.modifiers["Cloth"].settings
+    assert settings.tension_stiffness_max == np.float32(value) and settings.vertex_group_structural_stiffness
+    map_groups.restore_map(ob, state)
+    assert not settings.vertex_group_structural_stiffness
+
+
 def test_objects_without_a_cloth_mesh_are_refused() -> None:
     empty = bpy.data.objects.new("Marker", None)
     bpy.context.scene.collection.objects.link(empty)

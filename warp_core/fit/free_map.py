@@ -48,15 +48,14 @@ from .problem.settings import FitSettings
 from .problem.spec import ParameterSpec, fit_parameters, parameter_spec
 from .progress import Reporter
 from .stages import run_objective
+from .verdict.map_curvature import gauss_newton, undetermined_vertices
 from .verdict.outcome import classify, fit_scales, rounding_check
 from .verdict.result import FitResult
 
-__all__ = ["PROBES", "SPAN", "fit_free_map", "smoothness_penalty"]
+__all__ = ["SPAN", "fit_free_map", "smoothness_penalty"]
 
 SPAN = 100.0  # the box of each vertex's stiffness: the start value divided and times this
-PROBES = 8  # Hutchinson probes for the curvature that says what the targets determine
-SCALE_PROBES = 2  # and for its mean over the vertices, which scales the prior
-PROBE_STEP = 1e-3  # the probes' nudge of log stiffness
+SCALE_PROBES = 2  # Hutchinson probes for the data's mean curvature, which scales the prior
 UNIFORM = "uniform"  # the one region of the uniform fit that starts a free map
 
 
@@ -114,8 +113,13 @@ class _FreeMap:
         self.names = list(spec.free_names) if spec is not None else []
         z0 = spec.to_free(uniform.params) if spec is not None else np.zeros(0)
         self.x0 = np.concatenate([np.full(self.n, math.log(s0)), z0])
+        self.anchor: Any = None  # the last tape rollout's discrete choices (``trial_loss``)
         self.lower = np.concatenate([np.full(self.n, math.log(self.low)), spec.log_lower if spec else []])
         self.upper = np.concatenate([np.full(self.n, math.log(self.high)), spec.log_upper if spec else []])
+
+    @property
+    def kind(self) -> str:
+        return self.map.kind
 
     def values(self, x: np.ndarray) -> dict[str, float]:
         """The model's values at ``x``: the free parameters and the fixed blending range."""
@@ -131,7 +135,7 @@ class _FreeMap:
         """The data loss 0.5 |r|^2 at ``x`` and its gradient with respect to ``x``."""
         values = self.values(x)
         self.objective.set_maps({self.map.kind: self.weights(x)})
-        loss, maps, params = self.objective.map_and_parameter_gradient(values, [self.map.kind])
+        loss, maps, params, self.anchor = self.objective.map_and_parameter_gradient(values, [self.map.kind])
         s = np.exp(x[: self.n])
         by_u = maps[self.map.kind] / (self.high - self.low) * s
         by_z = np.zeros(len(self.names))
@@ -139,6 +143,15 @@ class _FreeMap:
             chained = self.spec.gradient_to_free({n: params[n] for n in self.spec.names}, values)
             by_z = np.asarray(chained)
         return loss, np.concatenate([by_u, by_z])
+
+    def trial_loss(self, x: np.ndarray) -> float:
+        """The data loss at ``x`` with the discrete choices (CG iteration counts) of the last
+        :meth:`loss_and_gradient`'s rollout repeated: smooth along a line search, where a
+        change of one count in a hundred substeps can move the loss itself by a per cent."""
+        self.objective.set_maps({self.map.kind: self.weights(x)})
+        positions, _ = self.objective.positions(self.values(x), frozen=self.anchor)
+        residuals = self.objective.residuals_at(positions)
+        return 0.5 * float(residuals @ residuals)
 
     def fitted_values(self, x: np.ndarray) -> tuple[dict[str, float], dict[str, float], np.ndarray]:
         """(fitted parameters, the model's values, the weights) as written back: the range
@@ -177,16 +190,23 @@ def fit_free_map(
     report.phase("refinement")
     # the prior's scale: the data's mean curvature per vertex at the start
     # (a few probes do for the mean over the vertices)
-    strength = free.map.smoothness * _gauss_newton(free, free.x0, SCALE_PROBES, diagonal=False)[1]
+    strength = free.map.smoothness * gauss_newton(free, free.x0, SCALE_PROBES, diagonal=False)[1]
     losses: list[float] = []
     best: list[Any] = [math.inf, free.x0]
     budget = settings.time_budget_s
 
-    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+    def check() -> None:
         if cancel is not None and cancel.is_set():
             raise _Stopped("cancelled")
         if budget is not None and time.perf_counter() - t0 > budget:
             raise _Stopped("time_budget")
+
+    def trial(x: np.ndarray) -> float:
+        check()
+        return free.trial_loss(x) + smoothness_penalty(edges, x[: free.n], strength)[0]
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        check()
         loss, grad = free.loss_and_gradient(x)
         penalty, penalty_grad = smoothness_penalty(edges, x[: free.n], strength)
         grad[: free.n] += penalty_grad
@@ -198,7 +218,9 @@ def fit_free_map(
         return total, grad
 
     try:
-        box = minimize_box(fun, free.x0, (free.lower, free.upper), max_iterations=settings.max_iterations)
+        box = minimize_box(
+            fun, free.x0, (free.lower, free.upper), max_iterations=settings.max_iterations, trial=trial
+        )
         found = _Found(box.x, box.stop, box.iterations, losses, strength)
     except _Stopped as e:
         found = _Found(best[1], e.reason, len(losses) - 1, losses, strength)
@@ -253,7 +275,7 @@ def _result(
 ) -> FitResult:
     """The result at ``found.x``: the verdict as the engine's (tolerance, outcome, rounding)."""
     objective, x, stop, losses = free.objective, found.x, found.stop, found.losses
-    undetermined = _undetermined(free, x, found.strength, problem.mesh.edges)
+    undetermined = undetermined_vertices(free, x, found.strength, problem.mesh.edges)
     sim_values = free.values(x)
     objective.set_maps({free.map.kind: free.weights(x)})
     errors = objective.errors(sim_values)
@@ -331,57 +353,3 @@ def _result(
         maps={free.map.kind: weights},
         map_report={free.map.kind: entry},
     )
-
-
-def _gauss_newton(
-    free: _FreeMap, x: np.ndarray, probes: int, diagonal: bool
-) -> tuple[np.ndarray | None, float]:
-    """The Gauss–Newton curvature ``J^T J`` of the data along the vertices' ``u_v`` at ``x``,
-    by Hutchinson probes (Rademacher ``p``): ``J p`` from central differences of two rollouts,
-    its mean square over the vertices (the trace over N: returned second), and with
-    ``diagonal`` each vertex's ``p_v (J^T J p)_v``, ``J^T`` carried back through the tape (the
-    fit's gradient) from ``J p`` (first; None where the target kind has no adjoint)."""
-    objective, kind = free.objective, free.map.kind
-    values = free.values(x)
-    h = objective.tangent_step
-    rng = np.random.default_rng(0)
-
-    def positions(at: np.ndarray) -> np.ndarray:
-        objective.set_maps({kind: free.weights(at)})
-        return objective.positions(values)[0]
-
-    base = positions(x)
-    lower, upper = free.lower[: free.n], free.upper[: free.n]
-    diag: np.ndarray | None = np.zeros(free.n) if diagonal else None
-    trace = 0.0
-    for _ in range(probes):
-        p = rng.choice([-1.0, 1.0], size=free.n)
-        up, down = np.minimum(x[: free.n] + h * p, upper), np.maximum(x[: free.n] - h * p, lower)
-        moved = [np.concatenate([u, x[free.n :]]) for u in (up, down)]
-        jp = objective.residuals_at(positions(moved[0])) - objective.residuals_at(positions(moved[1]))
-        jp /= 2.0 * h  # (a bound cuts a probe short: it only scales that entry down)
-        trace += float(jp @ jp) / free.n
-        adjoint = objective.target.residual_adjoint(base, jp) if diag is not None else None
-        if adjoint is None:
-            diag = None
-            continue
-        objective.set_maps({kind: free.weights(x)})
-        objective.sim.record_maps([kind])
-        _, _, tape = objective.backward_pass(values, None, targets=base - adjoint)
-        by_weight = objective.sim.map_gradients()[kind]
-        tape.zero()
-        diag += p * by_weight / (free.high - free.low) * np.exp(x[: free.n])
-    objective.set_maps({kind: free.weights(x)})
-    return (None if diag is None else diag / probes), trace / probes
-
-
-def _undetermined(free: _FreeMap, x: np.ndarray, strength: float, edges: np.ndarray) -> np.ndarray:
-    """Vertices where the data's Gauss–Newton curvature along ``u_v`` is at most the prior's
-    (see the module docstring); none where the target kind cannot say."""
-    diag, trace = _gauss_newton(free, x, PROBES, diagonal=True)
-    if diag is None:
-        return np.zeros(0, dtype=np.int64)
-    degree = np.bincount(edges.ravel(), minlength=free.n).astype(np.float64)
-    # without a prior, a vertex the targets see a billion times less than the mean one
-    floor = np.maximum(strength * degree, 1e-9 * trace)
-    return np.flatnonzero(np.abs(diag) <= floor)

@@ -132,6 +132,11 @@ class ModelRollout(Protocol):
         """What ``Simulator.rollout(frozen=...)`` takes to repeat this rollout's discrete
         choices (for the blender_cloth model: the CG iteration count of every substep)."""
 
+    @property
+    def repeated(self) -> Any:
+        """As :attr:`frozen`, every choice exactly as made, whatever a model would otherwise
+        reconsider (the slope the tape's gradient gives: a line search's smooth line)."""
+
     def numpy(self) -> np.ndarray: ...
 
 

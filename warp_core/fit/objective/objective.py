@@ -239,14 +239,14 @@ class FitObjective:
         as :meth:`gradient`'s. Where the stable gradient smooths a parameter's entry over the
         tangent step, a map's entries are as the tape gave them. The simulator records these
         maps from then on (a parameter gradient with them costs a little more, same numbers)."""
-        loss, found, _ = self.map_and_parameter_gradient(values, maps, kind)
+        loss, found, _, _ = self.map_and_parameter_gradient(values, maps, kind)
         return loss, found
 
     def map_and_parameter_gradient(
         self, values: dict[str, float], maps: Sequence[str], kind: str | None = None
-    ) -> tuple[float, dict[str, np.ndarray], dict[str, float]]:
-        """:meth:`map_gradient` and, from the same backward pass, d loss / d value of each of
-        the model's parameters (as the tape gives it: no smoothing)."""
+    ) -> tuple[float, dict[str, np.ndarray], dict[str, float], Any]:
+        """:meth:`map_gradient`, the model's parameters' gradient from the same backward pass
+        (no smoothing), and the rollout's discrete choices (``Rollout.frozen``)."""
         missing = [m for m in maps if m not in self.model.map_kinds]
         if missing:
             raise FitError(f"the {self.model.label} model has no tape gradient for the map(s) {missing}")
@@ -254,11 +254,11 @@ class FitObjective:
         if refusal is not None:
             raise FitError(f"{refusal}: no map gradient")
         self.sim.record_maps(maps)
-        value, _, tape = self.backward_pass(values, kind)
+        value, rollout, tape = self.backward_pass(values, kind)
         found = self.sim.map_gradients()
         grad = self.sim.params.grad.numpy().astype(float)
         tape.zero()
-        return value, found, {name: float(grad[k]) for name, k in self._param_index.items()}
+        return value, found, {name: float(grad[k]) for name, k in self._param_index.items()}, rollout.repeated
 
     def set_maps(self, maps: Mapping[str, np.ndarray]) -> None:
         """New per-vertex weights for some of the model's maps (``Simulator.set_maps``) on the

@@ -56,10 +56,17 @@ def minimize_box(
     bounds: tuple[np.ndarray, np.ndarray],
     max_iterations: int = 50,
     rel_tol: float = 1e-9,
+    trial: Callable[[np.ndarray], float] | None = None,
 ) -> BoxResult:
     """Minimise ``fun`` (x -> value, gradient) over ``bounds`` (lower, upper arrays) from ``x0``,
     for at most ``max_iterations`` accepted steps or until a step gains less than ``rel_tol``
-    of the value."""
+    of the value.
+
+    ``trial`` (x -> value), where given, judges the line search's points instead of ``fun``:
+    the value as seen from the step's start (for a simulation, with the start's discrete
+    choices repeated, so that the line is smooth where the value itself jumps), and cheaper
+    (no gradient). ``fun`` then gives the accepted point's own value and gradient; a step's
+    gain is what ``trial`` saw."""
     lower, upper = (np.asarray(b, dtype=np.float64) for b in bounds)
     x = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
     f, g = fun(x)
@@ -84,7 +91,10 @@ def minimize_box(
         t = 1.0
         for _ in range(MAX_TRIALS):
             x_new = np.clip(x + t * d, lower, upper)
-            f_new, g_new = fun(x_new)
+            if trial is None:
+                f_new, g_new = fun(x_new)
+            else:
+                f_new = trial(x_new)
             evaluations += 1
             if f_new <= f + ARMIJO * (g @ (x_new - x)):
                 break
@@ -92,10 +102,13 @@ def minimize_box(
         else:
             stop = "no_progress"
             break
+        gain = f - f_new
+        if trial is not None:
+            f_new, g_new = fun(x_new)
+            evaluations += 1
         s, y = x_new - x, g_new - g
         if s @ y > 1e-12 * np.sqrt((s @ s) * (y @ y)):
             pairs = [*pairs, (s, y)][-MEMORY:]
-        gain = f - f_new
         x, f, g = x_new, f_new, g_new
         steps += 1
         if gain <= rel_tol * abs(f):

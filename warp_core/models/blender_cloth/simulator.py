@@ -2,8 +2,7 @@
 
 A rollout starts at the cache start frame from the mesh (or a given state) and runs one
 step of ``quality`` substeps per frame. Inside ``with wp.Tape():`` it records its own
-backward pass (see ``adjoint.py``), so losses written as Warp kernels on the returned
-positions get exact gradients for every parameter, the initial positions and velocities.
+backward pass (``adjoint.py``): losses on the positions get exact gradients.
 """
 
 from __future__ import annotations
@@ -49,14 +48,15 @@ class Rollout:
     @property
     def frozen(self) -> np.ndarray:
         """Pass as ``rollout(frozen=...)`` to repeat this rollout's CG iteration counts at
-        nearby parameter values (a tangent's rollouts): the same count in each substep, so
-        no switch between counts makes the tangent jump, except where that count leaves
-        the residual still 10 times above Blender's tolerance: there it iterates on. One
-        iteration short can move a falling sheet by far more than a 1 % parameter change
-        does (its CG converges in a few steep steps); a stiff pinned sheet converges
-        gradually and keeps its counts. (Exact counts, ``rollout(frozen=cg_iterations)``,
-        are what the tape's gradient is checked against.)"""
+        nearby parameter values (a tangent's rollouts), except where a count leaves the
+        residual 10 times above Blender's tolerance (one iteration short can move a falling
+        sheet by far more than a 1 % parameter change does): there it iterates on."""
         return -2 - np.asarray(self.cg_iterations, dtype=np.int32)
+
+    @property
+    def repeated(self) -> np.ndarray:
+        """Every substep's count exactly, whatever the residual (the tape's slope)."""
+        return np.asarray(self.cg_iterations, dtype=np.int32)
 
     def numpy(self) -> np.ndarray:
         return self.positions.numpy().astype(np.float64)

@@ -79,6 +79,8 @@ class SoftBodyRollout:
         """Nothing discrete to repeat: VBD runs a fixed number of iterations."""
         return None
 
+    repeated = frozen
+
     def numpy(self) -> np.ndarray:
         return self.positions.numpy().astype(np.float64)
 
