@@ -57,6 +57,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from slope_agreement import agreement
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -125,29 +126,12 @@ def compare(objective: FitObjective, spec, values: dict[str, float], kinds: list
     return rows
 
 
-def determined(row: dict) -> bool:
-    """The slope keeps its sign and stays within 2x when the values move by one unit in
-    the last place: a reference a gradient can be judged by."""
-    return row["slope"] * row["twin"] > 0.0 and 0.5 <= row["slope"] / row["twin"] <= 2.0
-
-
 def judge(rows: list[dict], kind: str) -> dict:
     """Share of parameters whose ``kind`` gradient has the slope's sign, and is within 2x;
     a non-finite gradient counts as wrong. For ``stable`` also: how many entries were
     smoothed, and the shares over the others (what the tape alone got right)."""
-    signed = [r for r in rows if r["slope"] != 0.0]
-    same_sign = [r for r in signed if r[kind] * r["slope"] > 0.0]
-    within = [r for r in same_sign if 0.5 <= r[kind] / r["slope"] <= 2.0]
-    kept = [r for r in signed if determined(r)]
-    out = {
-        "parameters": len(rows),
-        "non_finite": sum(1 for r in rows if not math.isfinite(r[kind])),
-        "sign": len(same_sign) / max(len(signed), 1),
-        "within_2x": len(within) / max(len(signed), 1),
-        "determined": len(kept),
-        "sign_determined": sum(1 for r in same_sign if determined(r)) / max(len(kept), 1),
-        "within_2x_determined": sum(1 for r in within if determined(r)) / max(len(kept), 1),
-    }
+    shares, signed, same_sign, within = agreement(rows, kind)
+    out = {"parameters": len(rows), **shares}
     if kind == "stable":
         tape = [r for r in signed if not r.get("smoothed")]
         out["smoothed"] = sum(1 for r in rows if r.get("smoothed"))

@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+from slope_agreement import agreement
 
 STEP = 0.01  # +-1 % of every vertex's stiffness (bench/gradients.py's step)
 FINE_STEPS = (1e-5, 1e-6, 1e-7, 1e-8, 1e-9)  # the exact tape's own check
@@ -146,28 +147,10 @@ def check_problem(problem: Any, fit: ModuleType, directions: int, seed: int) -> 
     return rows
 
 
-def determined(row: dict[str, Any]) -> bool:
-    """The slope keeps its sign and stays within 2x when ``u`` moves by one unit in the
-    last place: a reference a gradient can be judged by (``bench/gradients.py``)."""
-    return row["slope"] * row["twin"] > 0.0 and 0.5 <= row["slope"] / row["twin"] <= 2.0
-
-
 def judge(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     """The share of directions whose ``kind`` derivative has the slope's sign, and is within
     2x of it (a non-finite one counts as neither); the same where the slope is determined."""
-    signed = [r for r in rows if r["slope"] != 0.0]
-    same = [r for r in signed if r[kind] * r["slope"] > 0.0]
-    within = [r for r in same if 0.5 <= r[kind] / r["slope"] <= 2.0]
-    kept = [r for r in signed if determined(r)]
-    return {
-        "directions": len(rows),
-        "non_finite": sum(1 for r in rows if not math.isfinite(r[kind])),
-        "sign": len(same) / max(len(signed), 1),
-        "within_2x": len(within) / max(len(signed), 1),
-        "determined": len(kept),
-        "sign_determined": sum(1 for r in same if determined(r)) / max(len(kept), 1),
-        "within_2x_determined": sum(1 for r in within if determined(r)) / max(len(kept), 1),
-    }
+    return {"directions": len(rows), **agreement(rows, kind)[0]}
 
 
 def relative(a: float, b: float) -> float:

@@ -1,6 +1,9 @@
 """Fit a model's parameters to its targets: ``fit()`` is the recipe.
 
-1. The problem is checked and its parameters laid out in log space (:mod:`.problem`).
+1. The problem is checked and its parameters laid out in log space (:mod:`.problem`); a
+   map's regions are parameters like the others (``problem.maps``), and a problem with a
+   free map (one stiffness per vertex) goes to its own method, :mod:`.free_map`, which
+   returns the same result.
 2. The objective simulates the model and compares it with the target kind
    (:mod:`.objective`, :mod:`warp_core.targets`).
 3. The search (:func:`.stages.run_objective`): Levenberg–Marquardt (default up to 12 free
