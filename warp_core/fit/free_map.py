@@ -5,8 +5,10 @@ regions) to :func:`fit_free_map`; its result is the engine's :class:`FitResult`,
 same honest outcome.
 
 * **First, the best uniform map**: the map as one region covering every vertex, with the
-  problem's free parameters, by the engine's own search (global phase, trust region). Its
-  values start the free map, and its RMSE is what the map has to improve on (reported).
+  problem's free parameters, by the engine's own search (global phase, trust region); its
+  RMSE is what the map has to improve on (reported). **Then a coarse map**: a few soft
+  regions by the trust region (``coarse_map``), which a jump of the loss does not stop.
+  Its values start the per-vertex stage.
 
 * **Unknowns**: ``u_v = log s_v`` for every vertex (``s_v`` the stiffness of the map's first
   base parameter there; see ``problem.maps``), and the log of each of the problem's free
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..models import get_model
+from .coarse_map import COARSE_REGIONS, coarse_fit
 from .objective.objective import FitObjective
 from .optimizers.box_lbfgs import minimize_box
 from .problem.maps import MapSpec, region_parameter, weight_stats
@@ -97,7 +100,7 @@ class _FreeMap:
         problem: FitProblem,
         objective: FitObjective,
         spec: ParameterSpec | None,
-        uniform: FitResult,
+        begin: tuple[dict[str, float], np.ndarray],
         s0: float,
     ) -> None:
         self.problem, self.objective, self.spec = problem, objective, spec
@@ -105,14 +108,16 @@ class _FreeMap:
         self.range = objective.model.map_ranges[self.map.kind]
         self.start = problem.model_settings.values()
         first = self.range.base[0]
-        # the box and the start: around the best uniform value ``s0``
+        # the box: around the best uniform value ``s0``
         lo, hi = problem.bounds.get(first, fit_parameters(problem)[first].fit_bounds())
         self.low, self.high = max(s0 / SPAN, lo), min(s0 * SPAN, hi)
         self.ratios = {b: float(self.start[b]) / float(self.start[first]) for b in self.range.base}
         self.n = problem.mesh.vertex_count
         self.names = list(spec.free_names) if spec is not None else []
-        z0 = spec.to_free(uniform.params) if spec is not None else np.zeros(0)
-        self.x0 = np.concatenate([np.full(self.n, math.log(s0)), z0])
+        params, stiffness = begin  # where the per-vertex stage starts
+        z0 = spec.to_free(params) if spec is not None else np.zeros(0)
+        u0 = np.log(np.clip(stiffness, self.low, self.high))
+        self.x0 = np.concatenate([u0, z0])
         self.anchor: Any = None  # the last tape rollout's discrete choices (``trial_loss``)
         self.lower = np.concatenate([np.full(self.n, math.log(self.low)), spec.log_lower if spec else []])
         self.upper = np.concatenate([np.full(self.n, math.log(self.high)), spec.log_upper if spec else []])
@@ -184,8 +189,17 @@ def fit_free_map(
     uniform, s0 = _uniform_fit(problem, settings, report, cancel, t0)
     if uniform.outcome == "failed" or uniform.cancelled:
         return uniform
+    stages = [uniform]
     report = report.shifted(uniform.iterations + 1)
-    free = _FreeMap(problem, objective, spec, uniform, s0)
+    begin = (uniform.params, np.full(problem.mesh.vertex_count, s0))
+    coarse, stiffness = coarse_fit(problem, settings, uniform, s0, report, cancel, t0)
+    if coarse.cancelled:
+        return uniform
+    if coarse.outcome != "failed":
+        stages.append(coarse)
+        begin = (coarse.params, stiffness)
+        report = report.shifted(coarse.iterations + 1)
+    free = _FreeMap(problem, objective, spec, begin, s0)
     edges = problem.mesh.edges
     report.phase("refinement")
     # the prior's scale: the data's mean curvature per vertex at the start
@@ -227,13 +241,14 @@ def fit_free_map(
     except (FloatingPointError, ValueError) as e:
         raise FitError(f"the free {free.map.kind} map could not be simulated: {e}") from e
     result = _result(problem, settings, free, found, t0, report)
-    result.map_report[free.map.kind]["uniform"] = {
-        "value": s0,
-        "rmse_m": float(uniform.rmse),
-    }
-    result.iterations += uniform.iterations
-    result.n_forward += uniform.n_forward
-    result.n_backward += uniform.n_backward
+    entry = result.map_report[free.map.kind]
+    entry["uniform"] = {"value": s0, "rmse_m": float(uniform.rmse)}
+    if len(stages) > 1:
+        entry["coarse"] = {"regions": COARSE_REGIONS, "rmse_m": float(coarse.rmse)}
+    for stage in stages:
+        result.iterations += stage.iterations
+        result.n_forward += stage.n_forward
+        result.n_backward += stage.n_backward
     result.search = dict(uniform.search)
     return result
 
