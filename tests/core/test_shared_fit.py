@@ -12,6 +12,7 @@ from test_fit import clamped_sheet
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit_shared
+from warp_core.fit.problem.maps import MapSpec
 
 TIE = {"compression_stiffness": "tension_stiffness"}
 
@@ -64,3 +65,7 @@ def test_objects_that_fit_different_parameters_are_refused_by_name() -> None:
         fit_shared([a, c], FitSettings(), names=["Flag", "Hanging"])
     with pytest.raises(FitError, match="at least two objects"):
         fit_shared([a], FitSettings(), names=["Flag"])
+    d = problem(hanging(), 40.0, [10])
+    d.maps = [MapSpec("structural")]
+    with pytest.raises(FitError, match="Hanging fit a weight map, which belongs to one object's mesh"):
+        fit_shared([a, d], FitSettings(), names=["Flag", "Hanging"])

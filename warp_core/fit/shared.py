@@ -208,6 +208,12 @@ def fit_shared(
         raise FitError("a shared fit needs at least two objects")
     if len(names) != len(problems):
         raise ValueError("one name per problem")
+    mapped = [name for name, p in zip(names, problems, strict=True) if p.maps]
+    if mapped:
+        raise FitError(
+            f"{', '.join(mapped)} fit a weight map, which belongs to one object's mesh: fit "
+            "each object on its own, or a shared material without maps"
+        )
     t0 = time.perf_counter()
     first = problems[0]
     report = Reporter(progress, t0, (first.model, settings.precision, str(settings.device)))
