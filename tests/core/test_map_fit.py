@@ -117,7 +117,7 @@ def test_what_a_free_map_refuses() -> None:
         fit(problem, FitSettings())
     problem.maps = [MapSpec("structural")]
     problem.free_parameters = ["tension_stiffness_max"]
-    with pytest.raises(FitError, match="follow the fitted map"):
+    with pytest.raises(FitError, match="tension_stiffness_max is set by the fitted map"):
         fit(problem, FitSettings())
 
 

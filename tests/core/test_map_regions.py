@@ -83,7 +83,7 @@ def test_the_region_tape_gradient_agrees_with_central_differences() -> None:
 def test_what_a_region_fit_refuses() -> None:
     problem, regions = two_region_problem()
     problem.free_parameters = ["tension_stiffness_max"]
-    with pytest.raises(FitError, match="tension_stiffness_max follow the fitted map"):
+    with pytest.raises(FitError, match="tension_stiffness_max is set by the fitted map"):
         fit(problem, FitSettings())
     problem.free_parameters = []
     problem.maps = [MapSpec("shrink", regions)]

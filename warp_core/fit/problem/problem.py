@@ -85,7 +85,8 @@ class FitProblem:
         derived = sorted(layout.derived() & (set(self.free_parameters) | set(self.ties)))
         if derived:
             raise ValueError(
-                f"{', '.join(derived)} follow the fitted map (the range of its weights): do not fit them too"
+                f"{', '.join(derived)} {'is' if len(derived) == 1 else 'are'} set by the fitted map (the "
+                f"range of its weights): do not fit {'it' if len(derived) == 1 else 'them'} too"
             )
         if self.tracks is not None:
             raise ValueError("maps are fitted to mesh targets, not to footage")
