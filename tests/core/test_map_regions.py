@@ -61,6 +61,12 @@ def test_hidden_region_values_are_found(blend: float) -> None:
     entry = result.summary()["maps"]["structural"]
     assert entry["mode"] == "regions" and entry["regions"]["B"]["determined"]
     assert entry["regions"]["A"]["value"] == pytest.approx(4.0, rel=1e-3)
+    # how closely the motion pins each region: the factors that still match the targets
+    for name, region in entry["regions"].items():
+        low, high = region["matched_range"]
+        assert 0.5 < low < 1.0 < high < 2.0, name
+        found = next(e for e in result.identifiability if e["name"] == f"structural:{name}")
+        assert region["matched_range"] == pytest.approx(found["matched_range"])
     assert entry["weights"]["min"] == 0.0 and entry["weights"]["max"] == pytest.approx(1.0)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -168,10 +169,15 @@ class MapLayout:
         return out
 
     def report(
-        self, values: Mapping[str, float], start: Mapping[str, float], undetermined: list[str]
+        self,
+        values: Mapping[str, float],
+        start: Mapping[str, float],
+        undetermined: list[str],
+        matched: Mapping[str, list[float]],
     ) -> dict[str, dict]:
         """kind -> the report's entry of each region map at the fitted ``values`` (its
-        regions' values, whether the targets determine each, the range and the weights)."""
+        regions' values, whether the targets determine each, and where given in ``matched``
+        the factors of the value that still match the targets; the range and the weights)."""
         model_values, weights = self.split(values, start, exact=True)
         out = {}
         for region in self.regions:
@@ -183,7 +189,9 @@ class MapLayout:
                 "top": model_values[rng.top[0]],
                 "settings": {n: model_values[n] for n in (*rng.base, *rng.top)},
                 "regions": {
-                    name.split(":", 1)[1]: region_entry(float(values[name]), name not in undetermined)
+                    name.split(":", 1)[1]: region_entry(
+                        float(values[name]), name not in undetermined, matched.get(name)
+                    )
                     for name in region.names
                 },
                 "weights": weight_stats(weights[region.kind]),
@@ -209,9 +217,13 @@ def parameters_set_by(model: Model, kind: str, free: bool) -> set[str]:
     return {*rng.base[1:], *rng.top} | ({rng.base[0]} if free else set())
 
 
-def region_entry(value: float, determined: bool) -> dict[str, float | bool]:
-    """One region's value in a map's report entry."""
-    return {"value": value, "determined": determined}
+def region_entry(value: float, determined: bool, matched: list[float] | None) -> dict[str, Any]:
+    """One region's value in a map's report entry, with the factors of it that still match
+    the targets (the identifiability's ``matched_range``) where measured."""
+    entry: dict[str, Any] = {"value": value, "determined": determined}
+    if matched is not None:
+        entry["matched_range"] = [float(matched[0]), float(matched[1])]
+    return entry
 
 
 def weight_stats(weights: np.ndarray) -> dict[str, float]:

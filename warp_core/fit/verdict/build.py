@@ -134,7 +134,9 @@ def build_result(
             warnings.append(note)
     settings, maps = fitted_settings(problem, values)
     layout = problem.map_layout()
-    map_report = layout.report(values, problem.model_settings.values(), undetermined) if layout else {}
+    matched = {e["name"]: e["matched_range"] for e in ident if e.get("matched_range") is not None}
+    start = problem.model_settings.values()
+    map_report = layout.report(values, start, undetermined, matched) if layout else {}
     return FitResult(
         params=values,
         initial_params=initial,
