@@ -56,11 +56,9 @@ def write_back(
         f"rmse_history_{unit.symbol}": history,
         FINGERPRINT_KEY: fingerprint if fingerprint is not None else fit_fingerprint(ob, prepared.request),
     }
-    store_record(ob, json_safe(kept), apply)
-    if apply and record.get("maps"):
-        stored = json.loads(ob.fit_to_target.result_json)["maps"]
-        for kind, entry in record["maps"].items():
-            entry["group"] = stored[kind]["group"]
+    stored = store_record(ob, json_safe(kept), apply)
+    for kind, entry in (record.get("maps") or {}).items():  # where the weights went
+        entry["group"] = stored["maps"][kind]["group"]
     update_curve_image(ob, history, record.get(f"tolerance_{unit.symbol}"))
     return record
 
@@ -68,13 +66,12 @@ def write_back(
 def store_record(ob: bpy.types.Object, record: dict[str, Any], apply: bool = True) -> dict[str, Any]:
     """A fit's record onto its object (the panel shows it, Revert undoes it) and, with
     ``apply``, its values into the modifier: after a fit, or from another run's report (the
-    batch command's ``--apply``)."""
+    batch command's ``--apply``). Returns the record as stored (with ``apply``, each map's
+    ``group`` the one written)."""
     ob.fit_to_target.result_json = json.dumps(record)
     # Revert goes back to what the modifier holds now, even if an earlier fit was applied
     ob.fit_to_target.applied = False
-    if apply:
-        apply_result(ob)
-    return record
+    return apply_result(ob) if apply else record
 
 
 def fitted_values(record: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +86,9 @@ def fitted_values(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
-    """Write the last result's values into the modifier, keeping the current ones for Revert."""
+    """Write the last result's values into the modifier (and its maps into their vertex
+    groups), keeping the current ones for Revert; the result's record, each map's ``group``
+    the one written."""
     mod = check_object(ob)
     model = object_model(ob)
     s = ob.fit_to_target
@@ -98,7 +97,7 @@ def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
     record = json.loads(s.result_json)
     values = fitted_values(record)
     if s.applied:
-        return values
+        return record
     if is_baked(ob):  # a bake of the previous values would no longer show what the modifier does
         unbake_object(ob)
     names = list(dict.fromkeys(list(parameter_names(model.name)) + list(values)))
@@ -117,7 +116,7 @@ def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
         s.result_json = json.dumps(record)
     s.previous_values_json = json.dumps(previous)
     s.applied = True
-    return values
+    return record
 
 
 def revert(ob: bpy.types.Object, remove_bake: bool = True) -> dict[str, Any]:

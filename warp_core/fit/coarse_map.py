@@ -12,14 +12,13 @@ useful at the uniform optimum. The per-vertex stage starts from its result.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import numpy as np
 
 from ..models import get_model
 from .objective.objective import FitObjective
-from .problem.maps import MapSpec
+from .problem.maps import MapSpec, start_ratios
 from .problem.problem import FitProblem
 from .problem.settings import FitSettings
 from .problem.spec import parameter_spec
@@ -64,19 +63,14 @@ def coarse_fit(
     its result, and each vertex's stiffness (of the map's first base parameter) there."""
     kind = problem.maps[0].kind
     rng = get_model(problem.model).map_ranges[kind]
-    values = problem.model_settings.values()
-    first = rng.base[0]
-    moved = {b: s0 * float(values[b]) / float(values[first]) for b in rng.base}
+    moved = {b: s0 * ratio for b, ratio in start_ratios(rng, problem.model_settings.values()).items()}
     moved.update({n: start.params[n] for n in problem.free_parameters if n in start.params})
     regions = soft_regions(problem.mesh.vertices, COARSE_REGIONS)
     coarse = dataclasses.replace(
         problem, model_settings=problem.model_settings.replace(**moved), maps=[MapSpec(kind, regions)]
     )
     # the uniform stage searched globally; this one refines from it
-    run = dataclasses.replace(settings, global_search=False)
-    if settings.time_budget_s is not None:
-        left = max(settings.time_budget_s - (time.perf_counter() - t0), 1e-9)
-        run = dataclasses.replace(run, time_budget_s=left)
+    run = dataclasses.replace(settings, global_search=False).with_budget_left(t0)
     spec = parameter_spec(coarse)
     objective = FitObjective(coarse, run, spec.names, spec=spec)
     result = run_objective(coarse, spec, objective, run, report, cancel, t0)

@@ -30,7 +30,6 @@ where a limit is 0 (``Parameter.floor``).
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from ..errors import one_line
@@ -91,7 +90,7 @@ def _fit(problem: FitProblem, settings: FitSettings, progress: Any, cancel: Any)
     budget = settings.time_budget_s
 
     # the budget counts from here: preparing the fit (building the simulation) is part of it
-    run_settings = settings if budget is None else replace(settings, time_budget_s=_left(budget, t0))
+    run_settings = settings.with_budget_left(t0)
     with target.bindings_held():
         found = run_objective(problem, spec, objective, run_settings, report, cancel, t0)
     if target.refines_bindings:
@@ -99,12 +98,6 @@ def _fit(problem: FitProblem, settings: FitSettings, progress: Any, cancel: Any)
     if budget is not None and found.stop_reason == "time_budget" and found.seconds > budget + OVERRUN_S:
         found.outcome_reason += "; " + _overrun(found.seconds, budget, report.first_report_s)
     return found
-
-
-def _left(budget: float, t0: float) -> float:
-    """What is left of ``budget`` seconds counted from ``t0`` (a sliver above 0 when none is:
-    the search then stops at its first check, after simulating its start)."""
-    return max(budget - (time.perf_counter() - t0), 1e-9)
 
 
 def _overrun(seconds: float, budget: float, start_s: float | None) -> str:

@@ -45,7 +45,14 @@ from ..models import get_model
 from .coarse_map import COARSE_REGIONS, coarse_fit
 from .objective.objective import FitObjective
 from .optimizers.box_lbfgs import minimize_box
-from .problem.maps import MapSpec, region_parameter, weight_stats
+from .problem.maps import (
+    MapSpec,
+    blend_weights,
+    range_settings,
+    region_parameter,
+    start_ratios,
+    weight_stats,
+)
 from .problem.problem import FitError, FitProblem
 from .problem.settings import FitSettings
 from .problem.spec import ParameterSpec, fit_parameters, parameter_spec
@@ -111,7 +118,7 @@ class _FreeMap:
         # the box: around the best uniform value ``s0``
         lo, hi = problem.bounds.get(first, fit_parameters(problem)[first].fit_bounds())
         self.low, self.high = max(s0 / SPAN, lo), min(s0 * SPAN, hi)
-        self.ratios = {b: float(self.start[b]) / float(self.start[first]) for b in self.range.base}
+        self.ratios = start_ratios(self.range, self.start)
         self.n = problem.mesh.vertex_count
         self.names = list(spec.free_names) if spec is not None else []
         params, stiffness = begin  # where the per-vertex stage starts
@@ -129,12 +136,10 @@ class _FreeMap:
     def values(self, x: np.ndarray) -> dict[str, float]:
         """The model's values at ``x``: the free parameters and the fixed blending range."""
         out = self.spec.from_free(x[self.n :]) if self.spec is not None else {}
-        for base, top in zip(self.range.base, self.range.top, strict=True):
-            out[base], out[top] = self.low * self.ratios[base], self.high * self.ratios[base]
-        return out
+        return {**out, **range_settings(self.range, self.ratios, self.low, self.high)}
 
     def weights(self, x: np.ndarray) -> np.ndarray:
-        return np.clip((np.exp(x[: self.n]) - self.low) / (self.high - self.low), 0.0, 1.0)
+        return blend_weights(np.exp(x[: self.n]), self.low, self.high)
 
     def loss_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         """The data loss 0.5 |r|^2 at ``x`` and its gradient with respect to ``x``."""
@@ -164,11 +169,8 @@ class _FreeMap:
         params = self.spec.from_free(x[self.n :]) if self.spec is not None else {}
         s = np.exp(x[: self.n])
         lo, hi = float(s.min()), float(s.max())
-        model_values = dict(params)
-        for base, top in zip(self.range.base, self.range.top, strict=True):
-            model_values[base], model_values[top] = lo * self.ratios[base], hi * self.ratios[base]
-        weights = (s - lo) / (hi - lo) if hi > lo else np.zeros(self.n)
-        return params, model_values, np.clip(weights, 0.0, 1.0)
+        model_values = {**params, **range_settings(self.range, self.ratios, lo, hi)}
+        return params, model_values, blend_weights(s, lo, hi)
 
 
 def fit_free_map(
@@ -277,10 +279,7 @@ def _uniform_fit(
     spec = parameter_spec(uniform)
     objective = FitObjective(uniform, settings, spec.names, spec=spec)
     report.measure(objective.unit, objective.rmse_of_loss)
-    run = settings
-    if settings.time_budget_s is not None:
-        left = max(settings.time_budget_s - (time.perf_counter() - t0), 1e-9)
-        run = dataclasses.replace(settings, time_budget_s=left)
+    run = settings.with_budget_left(t0)
     result = run_objective(uniform, spec, objective, run, report, cancel, t0)
     return result, float(result.params[value])
 

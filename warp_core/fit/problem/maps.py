@@ -32,7 +32,16 @@ import numpy as np
 from ...models import get_model
 from ...models.base import MapRange, Model, Parameter
 
-__all__ = ["DEFAULT_SMOOTHNESS", "MapLayout", "MapSpec", "parameters_set_by", "region_parameter"]
+__all__ = [
+    "DEFAULT_SMOOTHNESS",
+    "MapLayout",
+    "MapSpec",
+    "blend_weights",
+    "parameters_set_by",
+    "range_settings",
+    "region_parameter",
+    "start_ratios",
+]
 
 # the free map's smoothness prior by default (``free_map``: measured there)
 DEFAULT_SMOOTHNESS = 3e-2
@@ -127,23 +136,17 @@ class MapLayout:
         weights = {}
         for kind, s in self.stiffness(values, start).items():
             rng = self._range(kind)
-            lo, hi = float(s.min()), float(s.max())
-            if not exact:
-                hi = max(hi, lo * (1.0 + _MIN_SPREAD))
-            weights[kind] = (s - lo) / (hi - lo) if hi > lo else np.zeros_like(s)
-            np.clip(weights[kind], 0.0, 1.0, out=weights[kind])
-            for base, top in zip(rng.base, rng.top, strict=True):
-                ratio = float(start[base]) / float(start[rng.base[0]]) if base != rng.base[0] else 1.0
-                model_values[base] = lo * ratio
-                model_values[top] = hi * ratio
+            lo, hi = _span(s, exact)
+            weights[kind] = blend_weights(s, lo, hi)
+            model_values.update(range_settings(rng, start_ratios(rng, start), lo, hi))
         return model_values, weights
 
     def spread(self, values: Mapping[str, float], start: Mapping[str, float]) -> dict[str, float]:
         """kind -> the width ``top - base`` of the first pair a simulator runs at ``values``."""
         out = {}
         for kind, s in self.stiffness(values, start).items():
-            lo = float(s.min())
-            out[kind] = max(float(s.max()), lo * (1.0 + _MIN_SPREAD)) - lo
+            lo, hi = _span(s, exact=False)
+            out[kind] = hi - lo
         return out
 
     def region_gradient(
@@ -205,6 +208,36 @@ class MapLayout:
     def derived(self) -> set[str]:
         """Model parameters the maps set (:func:`parameters_set_by`)."""
         return {n for spec in self.specs for n in parameters_set_by(self.model, spec.kind, spec.free)}
+
+
+def _span(stiffness: np.ndarray, exact: bool) -> tuple[float, float]:
+    """The range a map's weights blend over: its smallest to its largest stiffness, at least
+    ``_MIN_SPREAD`` wide unless ``exact``."""
+    lo, hi = float(stiffness.min()), float(stiffness.max())
+    return (lo, hi) if exact else (lo, max(hi, lo * (1.0 + _MIN_SPREAD)))
+
+
+def start_ratios(rng: MapRange, start: Mapping[str, float]) -> dict[str, float]:
+    """Each base parameter's start ratio to the first (compression to tension), which it keeps."""
+    first = float(start[rng.base[0]])
+    return {b: (float(start[b]) / first if b != rng.base[0] else 1.0) for b in rng.base}
+
+
+def range_settings(rng: MapRange, ratios: Mapping[str, float], low: float, high: float) -> dict[str, float]:
+    """The range's parameter values for a blend from ``low`` (weight 0) to ``high`` (weight 1)
+    of the first base parameter, the others at their ``ratios``."""
+    out = {}
+    for base, top in zip(rng.base, rng.top, strict=True):
+        out[base], out[top] = low * ratios[base], high * ratios[base]
+    return out
+
+
+def blend_weights(stiffness: np.ndarray, low: float, high: float) -> np.ndarray:
+    """The weights in [0, 1] that blend ``low`` to ``high`` into ``stiffness`` (0 where the
+    range is one value)."""
+    if not high > low:
+        return np.zeros_like(stiffness)
+    return np.clip((stiffness - low) / (high - low), 0.0, 1.0)
 
 
 def parameters_set_by(model: Model, kind: str, free: bool) -> set[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass, field
 
 __all__ = ["FitSettings"]
@@ -51,3 +53,12 @@ class FitSettings:
     # rollout leaves most of the device idle (the CPU runs them side by side on its cores
     # instead), "on" or "off"; the same numbers either way, bit for bit
     batch_rollouts: str = "auto"
+
+    def with_budget_left(self, t0: float) -> FitSettings:
+        """These settings with what is left of the time budget counted from ``t0``
+        (``time.perf_counter()``; a sliver above 0 when none is: a search then stops at its
+        first check, after simulating its start); as they are without a budget."""
+        if self.time_budget_s is None:
+            return self
+        left = max(self.time_budget_s - (time.perf_counter() - t0), 1e-9)
+        return dataclasses.replace(self, time_budget_s=left)
