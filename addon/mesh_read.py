@@ -15,7 +15,7 @@ import bpy
 import numpy as np
 
 from ..warp_core.mesh import ClothMesh
-from .scene.steps import Step, StepGenerator, run_blocking
+from .scene.steps import Step, StepGenerator
 
 
 def object_matrix(ob_eval: bpy.types.Object) -> np.ndarray:
@@ -117,25 +117,6 @@ def modifier_input_stack(
         depsgraph.update()
 
 
-def sample_modifier_input(
-    ob: bpy.types.Object,
-    mod: bpy.types.Modifier,
-    depsgraph: bpy.types.Depsgraph,
-    scene: bpy.types.Scene,
-    frames: Sequence[float],
-    on_frame: Callable[[int, float], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """World positions (F, N, 3) of the mesh entering ``mod`` at each of ``frames`` (the
-    object moved by its transform animation, parents, shape keys and every modifier above
-    ``mod``: the pin goals of a simulation), and the object's world matrices (F, 4, 4).
-
-    ``on_frame(k, frame)`` is called with the scene at ``frames[k]``, e.g. to read target
-    objects in the same pass. ``mod`` is off during the pass, so stepping through the frames
-    never runs Blender's own solver. The scene frame and the modifier flags are restored.
-    """
-    return run_blocking(sample_modifier_input_steps(ob, mod, depsgraph, scene, frames, on_frame))
-
-
 def sample_modifier_input_steps(
     ob: bpy.types.Object,
     mod: bpy.types.Modifier,
@@ -144,9 +125,15 @@ def sample_modifier_input_steps(
     frames: Sequence[float],
     on_frame: Callable[[int, float], None] | None = None,
 ) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
-    """:func:`sample_modifier_input` one frame per step (``scene/steps.py``): a ``Step`` after
-    each frame, "frame 37 of 250" (the scene's frame numbers). Closed halfway, the scene
-    frame and the modifier flags are restored all the same."""
+    """World positions (F, N, 3) of the mesh entering ``mod`` at each of ``frames`` (the
+    object moved by its transform animation, parents, shape keys and every modifier above
+    ``mod``: the pin goals of a simulation), and the object's world matrices (F, 4, 4), one
+    frame per step (``scene/steps.py``): a ``Step`` after each frame, "frame 37 of 250" (the
+    scene's frame numbers).
+
+    ``on_frame(k, frame)`` is called with the scene at ``frames[k]``. ``mod`` is off during
+    the pass, so stepping through the frames never runs Blender's own solver. The scene
+    frame and the modifier flags are restored, also when the steps are closed halfway."""
     frame, subframe = scene.frame_current, scene.frame_subframe
     goals: list[np.ndarray] = []
     matrices: list[np.ndarray] = []

@@ -21,11 +21,10 @@ from ...mesh_read import (
     modifier_input_stack,
     object_matrix,
     read_mesh,
-    sample_modifier_input,
     sample_modifier_input_steps,
     vertex_group_weights,
 )
-from ...scene.steps import StepGenerator
+from ...scene.steps import StepGenerator, run_blocking
 from ..base import TieOption, as_type_of, plain
 from ..parameter_rows import draw_parameter_groups
 from .collisions import ColliderSampler, collision_settings_values
@@ -152,23 +151,7 @@ def sample_pin_goals(
     animation, parents, shape keys and every modifier above the cloth modifier.
     The scene frame and the modifier flags are restored afterwards.
     """
-    return sample_cloth_input(ob, depsgraph, scene, frames)[0]
-
-
-def sample_cloth_input(
-    ob: bpy.types.Object,
-    depsgraph: bpy.types.Depsgraph,
-    scene: bpy.types.Scene,
-    frames: Sequence[float],
-    on_frame: Callable[[int, float], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pin goals (F, N, 3) as :func:`sample_pin_goals`, and the object's world matrices (F, 4, 4).
-
-    ``on_frame(k, frame)`` is called with the scene at ``frames[k]``, e.g. to read target
-    objects in the same pass. The cloth modifier is off during the pass, so stepping
-    through the frames never runs Blender's own solver.
-    """
-    return sample_modifier_input(ob, _require_cloth(ob), depsgraph, scene, frames, on_frame)
+    return run_blocking(sample_cloth_input_steps(ob, depsgraph, scene, frames))[0]
 
 
 def sample_cloth_input_steps(
@@ -178,7 +161,11 @@ def sample_cloth_input_steps(
     frames: Sequence[float],
     on_frame: Callable[[int, float], None] | None = None,
 ) -> StepGenerator[tuple[np.ndarray, np.ndarray]]:
-    """:func:`sample_cloth_input` a frame per step (``addon/scene/steps.py``)."""
+    """Pin goals (F, N, 3) as :func:`sample_pin_goals`, and the object's world matrices
+    (F, 4, 4), a frame per step (``addon/scene/steps.py``). ``on_frame(k, frame)`` is called
+    with the scene at ``frames[k]``, e.g. to read target objects in the same pass; the cloth
+    modifier is off during the pass, so stepping through the frames never runs Blender's
+    own solver."""
     return sample_modifier_input_steps(ob, _require_cloth(ob), depsgraph, scene, frames, on_frame)
 
 
