@@ -65,8 +65,8 @@ def minimize_box(
     ``trial`` (x -> value), where given, judges the line search's points instead of ``fun``:
     the value as seen from the step's start (for a simulation, with the start's discrete
     choices repeated, so that the line is smooth where the value itself jumps), and cheaper
-    (no gradient). ``fun`` then gives the accepted point's own value and gradient; a step's
-    gain is what ``trial`` saw."""
+    (no gradient), against its own value at the step's start. ``fun`` then gives the
+    accepted point's own value and gradient; a step's gain is what ``trial`` saw."""
     lower, upper = (np.asarray(b, dtype=np.float64) for b in bounds)
     x = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
     f, g = fun(x)
@@ -88,6 +88,13 @@ def minimize_box(
             predicted = -(g @ d)
             if predicted > 0.5 * abs(f) > 0.0:
                 d *= 0.5 * abs(f) / predicted
+        # the line's own value at its start: ``fun``'s can differ from it by rounding (a
+        # simulation on a tape sums in another order), which in float32 is more than the
+        # decrease of a short step, and no step would pass
+        f_line = f
+        if trial is not None:
+            f_line = trial(x)
+            evaluations += 1
         t = 1.0
         for _ in range(MAX_TRIALS):
             x_new = np.clip(x + t * d, lower, upper)
@@ -96,13 +103,13 @@ def minimize_box(
             else:
                 f_new = trial(x_new)
             evaluations += 1
-            if f_new <= f + ARMIJO * (g @ (x_new - x)):
+            if f_new <= f_line + ARMIJO * (g @ (x_new - x)):
                 break
             t *= 0.5
         else:
             stop = "no_progress"
             break
-        gain = f - f_new
+        gain = f_line - f_new
         if trial is not None:
             f_new, g_new = fun(x_new)
             evaluations += 1
