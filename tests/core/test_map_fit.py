@@ -71,6 +71,10 @@ def test_a_hidden_smooth_structural_map_is_recovered() -> None:
     assert entry["base"] == pytest.approx(stiffness.min()) and entry["top"] == pytest.approx(stiffness.max())
     assert result.model_settings.compression_stiffness_max == pytest.approx(entry["top"])
     assert len(entry["vertex_weights"]) == len(truth) and entry["mode"] == "free"
+    # the start RMSE is the problem's start (tension 15 everywhere), not a stage's
+    sim = ClothSimulator(problem.mesh, problem.model_settings, precision="float64")
+    off = sim.simulate(max(FRAMES), FRAMES) - np.stack([t.positions for t in problem.targets])
+    assert result.initial_rmse == pytest.approx(np.sqrt(np.mean(np.sum(off**2, axis=-1))), rel=1e-6)
 
 
 def test_a_free_map_fits_a_global_parameter_with_it() -> None:

@@ -247,6 +247,8 @@ def fit_free_map(
     entry["uniform"] = {"value": s0, "rmse_m": float(uniform.rmse)}
     if len(stages) > 1:
         entry["coarse"] = {"regions": COARSE_REGIONS, "rmse_m": float(coarse.rmse)}
+    # the start is the problem's, which the uniform stage began from
+    result.initial_loss, result.initial_rmse = uniform.initial_loss, uniform.initial_rmse
     for stage in stages:
         result.iterations += stage.iterations
         result.n_forward += stage.n_forward
