@@ -13,8 +13,14 @@ per vertex), it compares the directional derivative ``grad . d`` of each tape gr
 * ``slope``: the central difference of the whole rollout's loss 0.5 |r|^2 over ``u +- STEP
   d`` (every vertex's stiffness +-1 %, ``bench/gradients.py``'s step), with the solver's
   iteration counts of the base point repeated (``Rollout.frozen``): the slope an optimizer
-  steps along; ``twin``: the same slope from ``u`` one unit in the last place higher (same
-  counts), which says whether the slope is determined at all (a chaotic rollout's is not);
+  steps along; ``twin``: the same slope from ``u + TWIN_NUDGE`` (same counts: every vertex's
+  stiffness 1e-12 higher, a change of the weights as small as rounding, where one unit in
+  the last place of ``u`` would often leave them as they are), which says whether the slope
+  is determined at all (a chaotic rollout's is not); ``half``: the slope over ``u +- STEP / 2
+  d``, which says whether the loss has a slope at that scale (Blender's tension-only shear
+  springs switch their stiffness and damping at their rest length: the loss of a hanging
+  sheet jumps every 1e-4 or so along a direction, and at a symmetric point, where springs
+  sit exactly at their rest length, a change of 1e-14 moves it by 0.2 %);
 * ``fine``: the central differences over ``+- h d`` (frozen counts too) for each ``h`` of
   ``FINE_STEPS``: the exact tape's own check (:func:`fine_verdict`). One step does not do for
   all: where a map makes the rollout chaotic, the local derivative is up to 1e9 times the 1 %
@@ -35,6 +41,7 @@ import numpy as np
 from slope_agreement import agreement
 
 STEP = 0.01  # +-1 % of every vertex's stiffness (bench/gradients.py's step)
+TWIN_NUDGE = 1e-12  # the twin's start: every log stiffness this much higher
 FINE_STEPS = (1e-5, 1e-6, 1e-7, 1e-8, 1e-9)  # the exact tape's own check
 FINE_AGREE = 1e-2  # relative: the tape agrees with a difference
 SETTLED = 1e-3  # relative: two neighbouring steps' differences agree (the loss is smooth there)
@@ -100,7 +107,7 @@ def compare(point: FreeMapPoint, u: np.ndarray, directions: np.ndarray) -> list[
     """One row per direction (see the module docstring)."""
     grads = {kind: point.gradient(u, kind)[1] for kind in KINDS}
     frozen = point.frozen(u)
-    twin_u = np.nextafter(u, math.inf)
+    twin_u = u + TWIN_NUDGE
     rows = []
 
     def slope(at: np.ndarray, d: np.ndarray, h: float) -> float:
@@ -108,6 +115,7 @@ def compare(point: FreeMapPoint, u: np.ndarray, directions: np.ndarray) -> list[
 
     for k, d in enumerate(directions):
         row: dict[str, Any] = {"slope": slope(u, d, STEP), "twin": slope(twin_u, d, STEP)}
+        row["half"] = slope(u, d, 0.5 * STEP)
         for kind, g in grads.items():
             row[kind] = float(g @ d)
         if k < FINE_DIRECTIONS:

@@ -275,6 +275,6 @@ def notes(args: argparse.Namespace) -> list[str]:
         "random map (every vertex 2-60 on its own) and a smooth random one (3-8x), "
         f"{args.directions} random sign directions each; the slope is the central "
         f"difference of the whole rollout's loss over +-{STEP:g} in log stiffness with the base point's "
-        "solver iteration counts (bench/gradients.py's step), determined where a start one unit in the "
-        "last place away gives the same slope within 2x.",
+        "solver iteration counts (bench/gradients.py's step), determined where a start 1e-12 away and "
+        "the difference over half the step both give the same slope within 2x.",
     ]

@@ -1,7 +1,8 @@
 """How often a gradient agrees with the slope central differences measure: the shares the
 gradient benchmarks (``gradients.py`` for parameters, ``map_gradients.py`` for maps) report.
 Plain Python: rows are dicts with the reference ``slope``, its ``twin`` (the same difference
-one unit in the last place away) and one entry per gradient kind."""
+from a point a rounding error away), where measured its ``half`` (the difference over half
+the step) and one entry per gradient kind."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ import math
 from typing import Any
 
 
+def _close(slope: float, other: float) -> bool:
+    return slope * other > 0.0 and 0.5 <= slope / other <= 2.0
+
+
 def determined(row: dict[str, Any]) -> bool:
-    """The slope keeps its sign and stays within 2x when the point moves by one unit in the
-    last place: a reference a gradient can be judged by."""
-    return row["slope"] * row["twin"] > 0.0 and 0.5 <= row["slope"] / row["twin"] <= 2.0
+    """The slope keeps its sign and stays within 2x when the point moves by a rounding error
+    (``twin``) and, where measured, when the step is halved (``half``): a reference a
+    gradient can be judged by."""
+    return _close(row["slope"], row["twin"]) and ("half" not in row or _close(row["slope"], row["half"]))
 
 
 def agreement(rows: list[dict[str, Any]], kind: str) -> tuple[dict[str, Any], list, list, list]:
