@@ -165,3 +165,64 @@ def test_global_phase_in_batches_equals_one_point_after_another(monkeypatch) -> 
     assert one.params == batched.params and one.rmse == batched.rmse
     assert one.loss_history == batched.loss_history and one.n_forward == batched.n_forward
     assert one.outcome == batched.outcome == "misfit"
+
+
+def test_each_member_paints_its_own_weight_maps() -> None:
+    """Members with their own structural and bending maps (and one with the simulator's)
+    each equal the single rollout with those maps painted, bit for bit; a later batch
+    without maps runs the simulator's own weights again."""
+    mesh = corner_sheet(8)
+    x, y = mesh.vertices[:, 0], mesh.vertices[:, 1]
+    own = {"structural": np.clip(0.5 + x, 0.0, 1.0)}
+    members = [
+        {"structural": np.clip(0.5 - y, 0.0, 1.0), "bending": np.clip(0.5 + y, 0.0, 1.0)},
+        {},
+        {"structural": np.exp(-(x**2 + y**2) / 0.1)},
+    ]
+    ranges = dict(
+        tension_stiffness=4.0, tension_stiffness_max=40.0, bending_stiffness=0.1, bending_stiffness_max=5.0
+    )
+    values = [dict(air_damping=2.0), {}, dict(tension_stiffness=8.0)]
+    sim = ClothSimulator(mesh, ClothParams(**ranges), precision="float32")
+    sim.set_maps(own)
+    batch = sim.rollout_batch(values, FRAME_END, [3, 7, FRAME_END], maps=members)
+    again = sim.rollout_batch(values, FRAME_END, [3, 7, FRAME_END])
+    for m, (member_values, member_maps) in enumerate(zip(values, members, strict=True)):
+        single = ClothSimulator(mesh, ClothParams(**ranges), precision="float32")
+        single.set_maps({**own, **member_maps})
+        single.set_params(member_values)
+        r = single.rollout(FRAME_END, [3, 7, FRAME_END], keep_states=False)
+        assert np.array_equal(batch.positions[m], r.numpy()), m
+        assert np.array_equal(batch.cg_iterations[m], r.cg_iterations), m
+        if member_maps:  # the maps move the cloth: the comparison can fail
+            assert not np.array_equal(again.positions[m], r.numpy()), m
+    plain = ClothSimulator(mesh, ClothParams(**ranges), precision="float32")
+    plain.set_maps(own)
+    plain.set_params(values[0])
+    assert np.array_equal(again.positions[0], plain.rollout(FRAME_END, [3, 7, FRAME_END]).numpy())
+    with pytest.raises(ValueError, match="weight maps for 2 members"):
+        sim.rollout_batch(values, FRAME_END, [FRAME_END], maps=members[:2])
+
+
+def test_a_region_fit_in_batches_equals_one_rollout_after_another(monkeypatch) -> None:
+    """The regions' Jacobians and global phase as batches (each member painting its own
+    region values): the same values, RMSE and simulation count as one rollout at a time."""
+    from test_map_regions import two_region_problem
+
+    painted: list[int] = []
+    plain = ClothSimulator.rollout_batch
+
+    def counted(self, param_sets, *args, **kwargs):
+        painted.append(len(kwargs.get("maps") or []))
+        return plain(self, param_sets, *args, **kwargs)
+
+    monkeypatch.setattr(ClothSimulator, "rollout_batch", counted)
+    problem, _ = two_region_problem(blend=0.4)
+    runs = {mode: fit(problem, FitSettings(batch_rollouts=mode)) for mode in ("off", "on")}
+    # each Jacobian's 4 rollouts (two regions, central differences) in one batch
+    assert painted and set(painted) == {4}
+    one, batched = runs["off"], runs["on"]
+    assert one.outcome == batched.outcome == "converged"
+    assert one.params == batched.params and one.rmse == batched.rmse
+    assert one.loss_history == batched.loss_history and one.n_forward == batched.n_forward
+    assert np.array_equal(one.maps["structural"], batched.maps["structural"])

@@ -89,6 +89,20 @@ def test_a_free_map_fits_a_global_parameter_with_it() -> None:
     assert np.corrcoef(fitted_stiffness(result), truth)[0, 1] > 0.5
 
 
+def test_a_free_map_in_batches_equals_one_rollout_after_another() -> None:
+    """The uniform and coarse stages' Jacobians and the curvature probes as batches (a GPU
+    runs them so; each member paints its own map): the same fit, bit for bit."""
+    problem, _ = hidden_map_problem(n=7)
+    runs = {mode: fit(problem, FitSettings(max_iterations=8, batch_rollouts=mode)) for mode in ("off", "on")}
+    one, batched = runs["off"], runs["on"]
+    assert np.array_equal(one.maps["structural"], batched.maps["structural"])
+    assert one.rmse == batched.rmse and one.n_forward == batched.n_forward
+    assert one.loss_history == batched.loss_history
+    one_entry, batched_entry = (r.summary()["maps"]["structural"] for r in (one, batched))
+    assert one_entry["undetermined_vertex_indices"] == batched_entry["undetermined_vertex_indices"]
+    assert one_entry["coarse"] == batched_entry["coarse"]
+
+
 def test_box_lbfgs_finds_a_box_corner_and_an_inner_minimum() -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((8, 8))

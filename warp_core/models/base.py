@@ -197,11 +197,14 @@ class Simulator(Protocol):
         output_frames: list[int] | None = None,
         goals: np.ndarray | None = None,
         frozen: Any = None,
+        maps: Sequence[Mapping[str, np.ndarray]] | None = None,
     ) -> ModelBatchRollout:
         """Forward rollouts at each of ``points`` (continuous parameter values over the
         current settings) as one batch, each the same as :meth:`rollout` at its values;
-        ``goals`` and ``frozen`` as :meth:`rollout`'s, for every member. Called only where
-        :meth:`batch_width` is at least 2; NotImplementedError where it is always 0."""
+        ``goals`` and ``frozen`` as :meth:`rollout`'s, for every member; ``maps`` each
+        member's weight maps (kind -> (N,) weights, as ``set_maps`` takes them), where the
+        model has ``Model.map_ranges``. Called only where :meth:`batch_width` is at least 2;
+        NotImplementedError where it is always 0."""
 
     def tape_gradient_refusal(self) -> str | None:
         """None where a rollout inside a ``wp.Tape`` records the gradient of ``params``;

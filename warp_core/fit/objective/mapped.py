@@ -3,8 +3,8 @@
 The fit's parameters include one value per map region (``problem.maps``); the model's
 simulator knows only its own parameters and per-vertex weights. :class:`RegionSimulator`
 turns the one into the other at every ``set_params`` (``MapLayout.split``), repainting the
-weights only when they change, and is otherwise the simulator it wraps. Batched rollouts hold
-one set of weights for every member, so it runs none (``batch_width`` is 0).
+weights only when they change, and is otherwise the simulator it wraps. A batch of rollouts
+(a Jacobian's, a global phase's, on a GPU) gives each member the weights of its own values.
 """
 
 from __future__ import annotations
@@ -59,4 +59,30 @@ class RegionSimulator:
         self.inner.set_params(model_values)
 
     def batch_width(self, rollouts: int) -> int:
-        return 0
+        return self.inner.batch_width(rollouts)
+
+    def rollout_batch(
+        self,
+        points: list[dict[str, float]],
+        frame_end: int,
+        output_frames: list[int] | None = None,
+        goals: np.ndarray | None = None,
+        frozen: Any = None,
+        maps: Any = None,
+    ) -> Any:
+        """The wrapped simulator's batch, each member with the weights its region values
+        paint (as :meth:`set_params` would)."""
+        if maps is not None:
+            raise ValueError("a region map's weights come from its region values, not from the caller")
+        split = [
+            self.layout.split({**self.region_values, **{k: float(v) for k, v in p.items()}}, self.start)
+            for p in points
+        ]
+        return self.inner.rollout_batch(
+            [values for values, _ in split],
+            frame_end,
+            output_frames,
+            goals,
+            frozen,
+            maps=[weights for _, weights in split],
+        )

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..objective.tangents import batch_width
+
 __all__ = ["PROBES", "MapUnknowns", "gauss_newton", "undetermined_vertices"]
 
 PROBES = 8  # Hutchinson probes for the curvature of each vertex
@@ -54,11 +56,14 @@ def gauss_newton(
     lower, upper = free.lower[: free.n], free.upper[: free.n]
     diag: np.ndarray | None = np.zeros(free.n) if diagonal else None
     trace = 0.0
-    for _ in range(probes):
-        p = rng.choice([-1.0, 1.0], size=free.n)
+    signs = [rng.choice([-1.0, 1.0], size=free.n) for _ in range(probes)]
+    moved = []  # each probe's two sides
+    for p in signs:
         up, down = np.minimum(x[: free.n] + h * p, upper), np.maximum(x[: free.n] - h * p, lower)
-        moved = [np.concatenate([u, x[free.n :]]) for u in (up, down)]
-        jp = objective.residuals_at(positions(moved[0])) - objective.residuals_at(positions(moved[1]))
+        moved += [np.concatenate([u, x[free.n :]]) for u in (up, down)]
+    sides = _rollouts(free, values, moved)
+    for k, p in enumerate(signs):
+        jp = objective.residuals_at(sides[2 * k]) - objective.residuals_at(sides[2 * k + 1])
         jp /= 2.0 * h  # (a bound cuts a probe short: it only scales that entry down)
         trace += float(jp @ jp) / free.n
         adjoint = objective.target.residual_adjoint(base, jp) if diag is not None else None
@@ -73,6 +78,30 @@ def gauss_newton(
         diag += p * by_weight / (free.high - free.low) * np.exp(x[: free.n])
     objective.set_maps({kind: free.weights(x)})
     return (None if diag is None else diag / probes), trace / probes
+
+
+def _rollouts(free: MapUnknowns, values: dict[str, float], points: list[np.ndarray]) -> list[np.ndarray]:
+    """Positions at the target frames of a rollout with the map at each of ``points``: as
+    batches where the device batches rollouts (a GPU), else one after another."""
+    objective, kind = free.objective, free.kind
+    width = batch_width(objective, len(points))
+    if width < 2:
+        found = []
+        for at in points:
+            objective.set_maps({kind: free.weights(at)})
+            found.append(objective.positions(values)[0])
+        return found
+    problem, sim = objective.problem, objective.sim
+    found = []
+    for start in range(0, len(points), width):
+        chunk = points[start : start + width]
+        maps = [{kind: free.weights(at)} for at in chunk]
+        batch = sim.rollout_batch(
+            [values] * len(chunk), problem.frame_end, objective.frames, problem.goals, maps=maps
+        )
+        found += list(batch.positions)
+    objective.n_forward += len(points)
+    return found
 
 
 def undetermined_vertices(free: MapUnknowns, x: np.ndarray, strength: float, edges: np.ndarray) -> np.ndarray:

@@ -21,12 +21,14 @@ tape: the adjoint runs per member, on single rollouts.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import warp as wp
 
 from .arrays import ClothArrays
+from .maps import painted_weights
 from .tape import suspended_tape
 
 # most members of one batch on the CPU (its kernels gain little from more: they run one
@@ -153,11 +155,14 @@ def rollout_batch(
     output_frames: list[int] | None = None,
     goals: np.ndarray | None = None,
     frozen: np.ndarray | None = None,
+    maps: Sequence[Mapping[str, np.ndarray]] | None = None,
 ) -> BatchRollout:
     """Every parameter set in ``param_sets`` (continuous parameters over ``sim``'s current
     settings) simulated as one batch; ``goals`` the pin goals of all members (frames, N, 3)
     or of each (B, frames, N, 3); ``frozen`` as ``ClothSimulator.rollout``'s, for every
-    member. Each member equals ``sim.rollout`` with its values, bit for bit."""
+    member; ``maps`` each member's stiffness maps (kind -> (N,) weights, as ``set_maps``
+    takes them; kinds not given keep ``sim``'s). Each member equals ``sim.rollout`` with its
+    values (and maps), bit for bit."""
     why = refusal(sim)
     if why is not None:
         raise ValueError(f"{why} cannot run as a batch: simulate the parameter sets one at a time")
@@ -173,6 +178,7 @@ def rollout_batch(
     batch.cg_tolerance = sim.cg_tolerance
     batch.graphs_enabled = sim.graphs_enabled
     batch.params.assign(np.asarray(rows, dtype=sim.np_float).ravel())
+    _paint_members(sim, batch, members, maps)
     n = sim.vertex_count
     stacked = None
     if goals is not None:
@@ -190,3 +196,23 @@ def rollout_batch(
     positions = x.reshape(x.shape[0], members, n, 3).transpose(1, 0, 2, 3)
     counts = result.cg_iterations.reshape(-1, members).T
     return BatchRollout(result.frames, np.ascontiguousarray(positions), np.ascontiguousarray(counts))
+
+
+def _paint_members(sim, batch, members: int, maps: Sequence[Mapping[str, np.ndarray]] | None) -> None:
+    """Every member's spring and hinge weights on the batch's arrays: its own maps', or
+    ``sim``'s (a kept batch may hold an earlier call's)."""
+    if maps is not None and len(maps) != members:
+        raise ValueError(f"weight maps for {len(maps)} members, the batch has {members}")
+    top = sim.topology
+    lin, ang = [], []
+    for m in range(members):
+        if maps is None or not maps[m]:
+            lin.append(top.spring_lin_stiffness)
+            ang.append(top.hinge_ang_stiffness)
+            continue
+        _, member_lin, member_ang = painted_weights(sim.mesh, top, maps[m])
+        lin.append(member_lin)
+        ang.append(member_ang)
+    batch.arrays.spring_lin_stiffness.assign(np.concatenate(lin).astype(sim.np_float))
+    if batch.arrays.hinge_count:
+        batch.arrays.hinge_ang_stiffness.assign(np.concatenate(ang).astype(sim.np_float))

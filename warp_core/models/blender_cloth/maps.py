@@ -231,6 +231,21 @@ def paint(
     """New weights for some stiffness maps (kind -> (N,) in [0, 1]) on a simulator's arrays:
     the mesh and topology that now hold them (the given ones are left as they were). Not
     between a rollout on a tape and its backward pass: that recomputes with these arrays."""
+    mesh, lin, ang = painted_weights(mesh, top, maps)
+    np_float = np.float32 if arrays.dtype == wp.float32 else np.float64
+    arrays.spring_lin_stiffness.assign(lin.astype(np_float))
+    if arrays.hinge_count:
+        arrays.hinge_ang_stiffness.assign(ang.astype(np_float))
+    return mesh, dataclasses.replace(top, spring_lin_stiffness=lin, hinge_ang_stiffness=ang)
+
+
+def painted_weights(
+    mesh: ClothMesh, top: Topology, maps: Mapping[str, np.ndarray]
+) -> tuple[ClothMesh, np.ndarray, np.ndarray]:
+    """The mesh holding some stiffness maps' new weights (kind -> (N,) in [0, 1]; the given
+    mesh is left as it was), and the weight of every spring and hinge it gives
+    (``spring_lin_stiffness``, ``hinge_ang_stiffness``): what :func:`paint` puts on a
+    simulator's arrays, and a batch on each member's (``batch.rollout_batch``)."""
     n = mesh.vertex_count
     changes = {}
     for kind, weights in maps.items():
@@ -245,8 +260,4 @@ def paint(
     mesh = dataclasses.replace(mesh, **changes)
     lin = spring_lin_stiffness(mesh, top.spring_vertices, top.spring_kind)
     ang = hinge_ang_stiffness(mesh, top.hinge_vertices)
-    np_float = np.float32 if arrays.dtype == wp.float32 else np.float64
-    arrays.spring_lin_stiffness.assign(lin.astype(np_float))
-    if arrays.hinge_count:
-        arrays.hinge_ang_stiffness.assign(ang.astype(np_float))
-    return mesh, dataclasses.replace(top, spring_lin_stiffness=lin, hinge_ang_stiffness=ang)
+    return mesh, lin, ang

@@ -231,6 +231,7 @@ class SoftBodySimulator:
         output_frames: list[int] | None = None,
         goals: np.ndarray | None = None,
         frozen: object = None,
+        maps: object = None,
     ) -> NoReturn:
         """Never: ``batch_width`` is 0."""
         raise NotImplementedError(
