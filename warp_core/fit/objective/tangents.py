@@ -152,14 +152,7 @@ def run_rollouts(
     problem = objective.problem
     width = batch_width(objective, len(points))
     if width >= 2:
-        sim = objective.sim
-        found: list[np.ndarray] = []
-        for start in range(0, len(points), width):
-            chunk = points[start : start + width]
-            found += list(
-                sim.rollout_batch(chunk, problem.frame_end, objective.frames, problem.goals, frozen).positions
-            )
-        return found
+        return batched_positions(objective, points, width, frozen)
 
     def job(v: dict[str, float]) -> Callable[[Any], np.ndarray]:
         def run(sim: Any) -> np.ndarray:
@@ -170,6 +163,31 @@ def run_rollouts(
 
     workers = cpu_workers(objective.sim, len(points))
     return objective.rollout_pool.run(objective.sim, [job(v) for v in points], workers)
+
+
+def batched_positions(
+    objective: TangentObjective,
+    points: list[dict[str, float]],
+    width: int,
+    frozen: np.ndarray | None = None,
+    maps: list[dict[str, np.ndarray]] | None = None,
+) -> list[np.ndarray]:
+    """Positions at the target frames of a rollout at each point (with its weight maps, where
+    given), in batches of ``width`` members."""
+    problem, sim = objective.problem, objective.sim
+    found: list[np.ndarray] = []
+    for start in range(0, len(points), width):
+        chunk = slice(start, start + width)
+        batch = sim.rollout_batch(
+            points[chunk],
+            problem.frame_end,
+            objective.frames,
+            problem.goals,
+            frozen,
+            maps=None if maps is None else maps[chunk],
+        )
+        found += list(batch.positions)
+    return found
 
 
 def residuals_side_by_side(

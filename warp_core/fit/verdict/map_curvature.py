@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..objective.tangents import batch_width
+from ..objective.tangents import batch_width, batched_positions
 
 __all__ = ["PROBES", "MapUnknowns", "gauss_newton", "undetermined_vertices"]
 
@@ -91,15 +91,8 @@ def _rollouts(free: MapUnknowns, values: dict[str, float], points: list[np.ndarr
             objective.set_maps({kind: free.weights(at)})
             found.append(objective.positions(values)[0])
         return found
-    problem, sim = objective.problem, objective.sim
-    found = []
-    for start in range(0, len(points), width):
-        chunk = points[start : start + width]
-        maps = [{kind: free.weights(at)} for at in chunk]
-        batch = sim.rollout_batch(
-            [values] * len(chunk), problem.frame_end, objective.frames, problem.goals, maps=maps
-        )
-        found += list(batch.positions)
+    maps = [{kind: free.weights(at)} for at in points]
+    found = batched_positions(objective, [values] * len(points), width, maps=maps)
     objective.n_forward += len(points)
     return found
 
