@@ -5,10 +5,11 @@ refuses.
 
 Measured on the sheet below (10 x 10, top row pinned, curved, tension 4 to 32 in a bump,
 targets at frames 5, 10 and 15; 1.14 mm RMS off at the best uniform 8.2, 0.32 mm after the
-coarse stage of 9 soft regions), 150 steps at most: with smoothness 3e-2 (the default) the
-fitted stiffness correlates 0.998 with the hidden one (4.5 % RMS relative error, RMSE
-0.011 mm, 11 vertices the prior sets). Before the coarse stage the per-vertex stage started
-at the uniform value: 0.9985, and with 1e-2, 0.996; with 1e-1, 0.998.
+coarse stage of 9 soft regions; the tolerance 0.41 mm), 150 steps at most: with smoothness
+3e-2 (the default) the per-vertex stage stops matched after 44 steps in all at RMSE 0.028 mm,
+the fitted stiffness correlating 0.992 with the hidden one over the 91 vertices the targets
+determine. Going on until no step gains: 173 steps, 0.0075 mm, 0.9988 (without the smoothing
+preconditioner 183 steps, 0.011 mm, 0.998).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from warp_core import ClothParams, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit
 from warp_core.fit.coarse_map import COARSE_REGIONS, soft_regions
+from warp_core.fit.mesh_smoothing import MeshSmoother
 from warp_core.fit.optimizers.box_lbfgs import minimize_box
 from warp_core.fit.problem.maps import MapSpec
 from warp_core.models.blender_cloth.simulator import ClothSimulator
@@ -64,8 +66,11 @@ def test_a_hidden_smooth_structural_map_is_recovered() -> None:
         f"determined vertices; range {stiffness.min():.2f}-{stiffness.max():.2f}"
     )
     assert result.outcome == "converged", result.outcome_reason
+    # matched, it stopped once five steps did not halve the loss
+    assert result.stop_reason == "matched" and result.rmse <= result.tolerance
+    assert result.loss_history[-1] > 0.5 * result.loss_history[-6]
     assert result.rmse < 0.05e-3
-    assert correlation > 0.99 and len(determined) >= 80
+    assert correlation > 0.98 and len(determined) >= 80
     # the range spans the fitted values: weights exactly 0 and 1 at its ends
     assert entry["weights"]["min"] == 0.0 and entry["weights"]["max"] == pytest.approx(1.0)
     assert entry["base"] == pytest.approx(stiffness.min()) and entry["top"] == pytest.approx(stiffness.max())
@@ -175,3 +180,45 @@ def test_the_coarse_stage_regions_share_every_vertex() -> None:
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
     # each bump peaks where it sits and covers a part of the sheet, not all of it
     assert (weights.max(axis=0) > 0.5).all() and (weights.min(axis=0) < 0.05).all()
+
+
+def _grid_laplacian(n: int) -> tuple[np.ndarray, np.ndarray]:
+    mesh = grid_mesh(n, n, 1.0, 1.0)
+    lap = np.zeros((mesh.vertex_count, mesh.vertex_count))
+    for i, j in mesh.edges:
+        lap[[i, j], [i, j]] += 1.0
+        lap[i, j] -= 1.0
+        lap[j, i] -= 1.0
+    return mesh.edges, lap
+
+
+def test_the_mesh_smoother_solves_with_the_laplacian_and_leaves_other_unknowns() -> None:
+    edges, lap = _grid_laplacian(12)
+    n = len(lap)
+    smoother = MeshSmoother(edges, n)
+    assert smoother.alpha == pytest.approx(4.0)  # a sixth of 12 vertices across, squared
+    v = np.random.default_rng(2).standard_normal(n + 3)
+    smoothed = smoother(v)
+    np.testing.assert_allclose(smoothed[:n], np.linalg.solve(np.eye(n) + 4.0 * lap, v[:n]), atol=1e-8)
+    np.testing.assert_array_equal(smoothed[n:], v[n:])
+
+
+def test_box_lbfgs_with_the_hessian_as_preconditioner_takes_newton_steps() -> None:
+    """On 0.5 (x - a)^T M (x - a) with M = I + 30 L (condition number about 240), M^-1 as the
+    starting inverse Hessian makes the second step Newton's: the optimum in two steps, where
+    the identity needs many."""
+    edges, lap = _grid_laplacian(8)
+    n = len(lap)
+    hessian = np.eye(n) + 30.0 * lap
+    centre = np.random.default_rng(3).uniform(-1.0, 1.0, n)
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        d = x - centre
+        return 0.5 * d @ hessian @ d, hessian @ d
+
+    box = (np.full(n, -10.0), np.full(n, 10.0))
+    smoother = MeshSmoother(edges, n, alpha=30.0)
+    found = minimize_box(fun, np.zeros(n), box, max_iterations=2, rel_tol=0.0, precondition=smoother)
+    np.testing.assert_allclose(found.x, centre, atol=1e-6)
+    plain = minimize_box(fun, np.zeros(n), box, max_iterations=10, rel_tol=0.0)
+    assert np.abs(plain.x - centre).max() > 1e-2

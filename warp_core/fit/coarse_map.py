@@ -26,9 +26,12 @@ from .progress import Reporter
 from .stages import run_objective
 from .verdict.result import FitResult
 
-__all__ = ["COARSE_REGIONS", "coarse_fit", "soft_regions"]
+__all__ = ["COARSE_REGIONS", "STAGE_REL_LOSS_TOL", "coarse_fit", "soft_regions"]
 
 COARSE_REGIONS = 9  # bumps of the coarse stage (a 3 x 3 over a sheet)
+# the uniform and coarse stages only start the next: they stop once a step gains less than
+# this share of the loss (the per-vertex stage refines every value they leave)
+STAGE_REL_LOSS_TOL = 1e-3
 
 
 def soft_regions(vertices: np.ndarray, count: int) -> dict[str, np.ndarray]:
@@ -70,7 +73,8 @@ def coarse_fit(
         problem, model_settings=problem.model_settings.replace(**moved), maps=[MapSpec(kind, regions)]
     )
     # the uniform stage searched globally; this one refines from it
-    run = dataclasses.replace(settings, global_search=False).with_budget_left(t0)
+    run = dataclasses.replace(settings, global_search=False, rel_loss_tol=STAGE_REL_LOSS_TOL)
+    run = run.with_budget_left(t0)
     spec = parameter_spec(coarse)
     objective = FitObjective(coarse, run, spec.names, spec=spec)
     result = run_objective(coarse, spec, objective, run, report, cancel, t0)

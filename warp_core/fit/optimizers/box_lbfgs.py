@@ -6,6 +6,10 @@ for the step, every trial point is clipped into the box), and each step backtrac
 quasi-Newton step until the value falls by a small fraction of what the gradient predicts
 (Armijo). Without curvature pairs yet, the first step moves no unknown by more than
 ``FIRST_STEP`` of the box's width, and its linear model promises at most half the value.
+
+A ``precondition`` (v -> M^-1 v, M symmetric positive definite) stands in for the identity
+as the starting inverse Hessian: the first step is -M^-1 g and the two-loop recursion starts
+from M^-1 scaled by the newest pair (L-BFGS in M's inner product).
 """
 
 from __future__ import annotations
@@ -35,8 +39,12 @@ class BoxResult:
     stop: str  # "converged_gradient", "converged_value", "max_iterations" or "no_progress"
 
 
-def _two_loop(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """The L-BFGS product H g from the kept pairs (s, y), H0 scaled by the newest pair."""
+def _two_loop(
+    g: np.ndarray,
+    pairs: list[tuple[np.ndarray, np.ndarray]],
+    precondition: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """The L-BFGS product H g from the kept pairs (s, y), H0 = M^-1 scaled by the newest pair."""
     q = g.copy()
     alphas = []
     for s, y in reversed(pairs):
@@ -44,7 +52,8 @@ def _two_loop(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.n
         alphas.append(a)
         q -= a * y
     s, y = pairs[-1]
-    r = q * ((s @ y) / (y @ y))
+    r = precondition(q)
+    r *= (s @ y) / (y @ precondition(y))
     for (s, y), a in zip(pairs, reversed(alphas), strict=True):
         r += (a - (y @ r) / (y @ s)) * s
     return r
@@ -57,6 +66,7 @@ def minimize_box(
     max_iterations: int = 50,
     rel_tol: float = 1e-9,
     trial: Callable[[np.ndarray], float] | None = None,
+    precondition: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> BoxResult:
     """Minimise ``fun`` (x -> value, gradient) over ``bounds`` (lower, upper arrays) from ``x0``,
     for at most ``max_iterations`` accepted steps or until a step gains less than ``rel_tol``
@@ -66,7 +76,10 @@ def minimize_box(
     the value as seen from the step's start (for a simulation, with the start's discrete
     choices repeated, so that the line is smooth where the value itself jumps), and cheaper
     (no gradient), against its own value at the step's start. ``fun`` then gives the
-    accepted point's own value and gradient; a step's gain is what ``trial`` saw."""
+    accepted point's own value and gradient; a step's gain is what ``trial`` saw.
+    ``precondition``: see the module docstring (default the identity)."""
+    if precondition is None:
+        precondition = np.copy
     lower, upper = (np.asarray(b, dtype=np.float64) for b in bounds)
     x = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
     f, g = fun(x)
@@ -77,9 +90,10 @@ def minimize_box(
             break
         # held: at a bound with the gradient pushing outwards
         free = ~(((x <= lower) & (g > 0.0)) | ((x >= upper) & (g < 0.0)))
-        d = -_two_loop(g * free, pairs) * free if pairs else -g * free
-        if not d @ g < 0.0:  # not a descent direction: the gradient alone, memory dropped
-            d, pairs = -g * free, []
+        if pairs:
+            d = -_two_loop(g * free, pairs, precondition) * free
+        if not pairs or not d @ g < 0.0:  # no memory, or no descent: M^-1 g alone, memory dropped
+            d, pairs = -precondition(g * free) * free, []
         if not pairs:
             # no curvature yet: no unknown moves by more than FIRST_STEP of the box, nor does
             # the linear model promise more than half the value (many unknowns each moving a
