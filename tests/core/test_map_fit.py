@@ -5,11 +5,11 @@ refuses.
 
 Measured on the sheet below (10 x 10, top row pinned, curved, tension 4 to 32 in a bump,
 targets at frames 5, 10 and 15; 1.14 mm RMS off at the best uniform 8.2, 0.32 mm after the
-coarse stage of 9 soft regions; the tolerance 0.41 mm), 150 steps at most: with smoothness
-3e-2 (the default) the per-vertex stage stops matched after 44 steps in all at RMSE 0.028 mm,
-the fitted stiffness correlating 0.992 with the hidden one over the 91 vertices the targets
-determine. Going on until no step gains: 173 steps, 0.0075 mm, 0.9988 (without the smoothing
-preconditioner 183 steps, 0.011 mm, 0.998).
+coarse stage of 9 soft regions), 150 steps at most: with smoothness 3e-2 (the default) the
+fitted stiffness correlates 0.9988 with the hidden one over the 90 vertices the targets
+determine (RMSE 0.0075 mm, 173 steps in all); without the smoothing preconditioner 0.998
+(0.011 mm, 183 steps). Before the coarse stage the per-vertex stage started at the uniform
+value: 0.9985, and with 1e-2, 0.996; with 1e-1, 0.998.
 """
 
 from __future__ import annotations
@@ -66,11 +66,8 @@ def test_a_hidden_smooth_structural_map_is_recovered() -> None:
         f"determined vertices; range {stiffness.min():.2f}-{stiffness.max():.2f}"
     )
     assert result.outcome == "converged", result.outcome_reason
-    # matched, it stopped once five steps did not halve the loss
-    assert result.stop_reason == "matched" and result.rmse <= result.tolerance
-    assert result.loss_history[-1] > 0.5 * result.loss_history[-6]
-    assert result.rmse < 0.05e-3
-    assert correlation > 0.98 and len(determined) >= 80
+    assert result.rmse < 0.02e-3
+    assert correlation > 0.995 and len(determined) >= 80
     # the range spans the fitted values: weights exactly 0 and 1 at its ends
     assert entry["weights"]["min"] == 0.0 and entry["weights"]["max"] == pytest.approx(1.0)
     assert entry["base"] == pytest.approx(stiffness.min()) and entry["top"] == pytest.approx(stiffness.max())

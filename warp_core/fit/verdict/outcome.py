@@ -121,7 +121,6 @@ _STOP_WORDS = {
     "max_iterations": "stopped by the iteration limit",
     "slow": "stopped by the iteration limit",
     "time_budget": "stopped by the time budget",
-    "matched": "stopped once the targets were matched and its steps gained little",
     "cancelled": "cancelled",
     # Adam's own stops: it cannot tell an optimum from a stall
     "no_progress": "stopped when no step improved it",
