@@ -1,15 +1,17 @@
 """A free structural map at scale: how long a fit of one weight per vertex takes on a device.
 
-Square sheets of N x N vertices (1 m, top row pinned, curved), whose structural stiffness is a
-hidden smooth bump (4 to 32); the targets are the model's own rollout at three frames, and the
-fit engine fits a free structural map (``warp_core.fit.free_map``: the best uniform value,
-then every vertex's stiffness by box L-BFGS on the tape gradient with the default smoothness
-prior). A first, short fit of the same size builds the kernels, so the timed fit runs with a
-warm kernel cache. Records, per size: the wall time, the outcome, the steps and rollouts, the
-RMSE, the fitted stiffness's correlation with the hidden one, the device's peak pool memory
-and that memory per vertex per substep.
+Square sheets of N x N vertices (1 m, flat, pinned all round: a trampoline sagging under its
+own weight), whose structural stiffness is a hidden smooth bump (4 to 32); the targets are the
+model's own rollout at three frames, and the fit engine fits a free structural map
+(``warp_core.fit.free_map``: the best uniform value, then every vertex's stiffness by box
+L-BFGS on the tape gradient with the default smoothness prior), within ``--time-budget``
+where given (the panel's and the batch command's *Time Budget*). A first, short fit of the
+same size builds the kernels, so the timed fit runs with a warm kernel cache. Records, per
+size: the wall time, the outcome, the steps and rollouts, the RMSE, the fitted stiffness's
+correlation with the hidden one, the device's peak pool memory and that memory per vertex
+per substep.
 
-    python bench/map_scale.py --sizes 64,128 --frames 60 --device cuda:0 --precision float32
+    python bench/map_scale.py --sizes 64 --frames 60 --device cuda:0 --time-budget 120
 
 Needs warp_core and numpy only (runs where Blender does not).
 """
@@ -56,8 +58,13 @@ def hidden_map_problem(n: int, frames: int, device: str, precision: str) -> tupl
     """The sheet, its hidden stiffness, and targets at a third, two thirds and all of ``frames``."""
     mesh = grid_mesh(n, n, 1.0, 1.0)
     x, y = mesh.vertices[:, 0], mesh.vertices[:, 1]
-    mesh.vertices[:, 2] = 0.2 * y**2
-    mesh.pin_weights = (y >= y.max() - 1e-9).astype(float)
+    edge = 1e-9
+    # every border vertex pinned: a sheet pinned by one edge and swinging free folds and is
+    # chaotic at 64 x 64 (60 frames, float32: its start moved by 1 um moves the targets by
+    # 1.1 mm RMS, float64 by 0.98 mm, over the fit's 0.83 mm tolerance); this one settles the
+    # same way from any nearby start (1 um: 1.4 um)
+    border = (x <= x.min() + edge) | (x >= x.max() - edge) | (y <= y.min() + edge) | (y >= y.max() - edge)
+    mesh.pin_weights = border.astype(float)
     truth = 4.0 + 28.0 * np.exp(-((x - 0.2) ** 2 + (y + 0.1) ** 2) / 0.1)
     lo, hi = float(truth.min()), float(truth.max())
     names = ("tension_stiffness", "compression_stiffness")
@@ -78,10 +85,28 @@ def peak_pool_bytes(device: str) -> int | None:
     return int(wp.get_mempool_used_mem_high(device))
 
 
+def warm_kernels(problem: FitProblem, args: argparse.Namespace) -> None:
+    """Build every kernel the timed fit runs: a one-step fit's, and a rollout in the other
+    precision (the verdict's rounding check, run only where a fit matches, which the
+    one-step fit does not: a 12 x 12 sheet's timed fit on the CPU spent 15.5 s of its 41 s
+    building them, 0.06 s once built here)."""
+    settings = FitSettings(device=args.device, precision=args.precision, max_iterations=1)
+    fit(problem, settings)
+    objective = FitObjective(problem, settings, [])
+    weights = {"structural": np.full(problem.mesh.vertex_count, 0.5)}
+    objective.set_maps(weights)
+    objective.rounding_gap(problem.model_settings.values(), maps=weights)
+
+
 def measure(n: int, args: argparse.Namespace) -> dict:
     problem, truth = hidden_map_problem(n, args.frames, args.device, args.precision)
-    fit(problem, FitSettings(device=args.device, precision=args.precision, max_iterations=1))  # kernels
-    settings = FitSettings(device=args.device, precision=args.precision, max_iterations=args.iterations)
+    warm_kernels(problem, args)
+    settings = FitSettings(
+        device=args.device,
+        precision=args.precision,
+        max_iterations=args.iterations,
+        time_budget_s=args.time_budget,
+    )
     wp.synchronize()
     t0 = time.perf_counter()
     result = fit(problem, settings)
@@ -186,7 +211,7 @@ def record_rows(rows: list[dict], device: str, args: argparse.Namespace) -> None
     }
     notes = [
         f"{args.precision}, at most {args.iterations} steps a stage, smoothness {DEFAULT_SMOOTHNESS:g}, "
-        "warm kernels",
+        f"time budget {'none' if args.time_budget is None else f'{args.time_budget:g} s'}, warm kernels",
         "forward s, gradient s: one rollout, and one rollout on a tape with its backward pass for the map, "
         "at the uniform start (mean of two)",
     ]
@@ -201,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--precision", default="float32")
     ap.add_argument("--iterations", type=int, default=60, help="most steps of each stage of the timed fit")
+    ap.add_argument("--time-budget", type=float, help="the timed fit's time budget, seconds (default: none)")
     ap.add_argument("--out", type=Path, help="also write the rows here (JSON)")
     ap.add_argument("--no-record", action="store_true", help="do not record into bench/results")
     ap.add_argument(
