@@ -21,7 +21,8 @@ def test_a_hanging_bar_stretches_as_linear_elasticity_says() -> None:
     frames, damping 1 ms: the bar is let go at rest, overshoots and settles within about
     20 frames (its first mode, 50 rad/s, is damped by the implicit steps and the damping).
     Measured: every one of the last 6 frames within 0.3 % of the analytic stretch, nodes
-    below 1 mm/s. About 4 s on 2 CPU cores.
+    below 1 mm/s. About 4 s on 2 CPU cores. At Poisson ratio 0, E = 2 mu: the 0.5 %
+    tolerance fails a 1 % error in the shear modulus either way.
     """
     length, side = 1.0, 0.2
     mesh = box_mesh((0.0, 0.0, -length), (side, side, 0.0), (2, 2, 10), pin=lambda v: v[:, 2] > -1e-9)
@@ -43,7 +44,7 @@ def test_a_hanging_bar_stretches_as_linear_elasticity_says() -> None:
     stretch = -(x[:, bottom, 2].mean(axis=1) + length)
     analytic = RHO * G * length**2 / (2.0 * params.young_modulus)
     last = stretch[-6:]
-    np.testing.assert_allclose(last, analytic, rtol=0.02)
+    np.testing.assert_allclose(last, analytic, rtol=0.005)
     # static: the last frames agree and nothing moves (falling 1 frame from rest: 0.4 m/s)
     assert np.ptp(last) < 0.01 * analytic
     assert np.abs(rollout.node_velocities.numpy()[-1]).max() < 1e-3
