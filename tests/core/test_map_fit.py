@@ -93,18 +93,24 @@ def test_a_free_map_fits_a_global_parameter_with_it() -> None:
 
 def test_a_free_map_keeps_its_time_budget_with_the_verdict_in_it() -> None:
     """The per-vertex stage stops while the verdict (curvature probes, errors, rounding) still
-    fits in the budget; the whole fit ends within it, with an honest outcome."""
+    fits in the budget; the whole fit ends within it (5 % for the clock's own noise), with an
+    honest outcome and the undetermined vertices measured."""
     problem, _ = hidden_map_problem()
     budget = 12.0
     result = fit(problem, FitSettings(max_iterations=150, time_budget_s=budget))
-    print(f"\nbudget {budget} s: {result.seconds:.2f} s, {result.outcome}, RMSE {result.rmse * 1e3:.4f} mm")
+    entry = result.summary()["maps"]["structural"]
+    print(
+        f"\nbudget {budget} s: {result.seconds:.2f} s, {result.outcome}, RMSE {result.rmse * 1e3:.4f} mm, "
+        f"{entry['undetermined_vertices']} undetermined"
+    )
     assert result.stop_reason == "time_budget"
     # (without the verdict's reserve this fit ends 1.8 s past the budget)
     assert result.seconds <= 1.05 * budget
-    # the stop ends the search, not the verdict: the outcome and the undetermined vertices
-    entry = result.summary()["maps"]["structural"]
-    assert result.outcome in ("converged", "stalled") and entry["undetermined_vertices"] >= 0
+    # the stop ends the search, not the verdict: the outcome, and the vertices the targets do
+    # not determine (the full fit reports 10 of 100; this one 6)
+    assert result.outcome in ("converged", "stalled")
     assert (result.outcome == "converged") == (result.rmse <= result.tolerance)
+    assert 0 < entry["undetermined_vertices"] < 30
 
 
 def test_a_free_map_in_batches_equals_one_rollout_after_another() -> None:
