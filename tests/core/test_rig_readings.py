@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from warp_core.mesh import ClothMesh
 from warp_core.rigs import bending_length, drape_reading, flexural_rigidity, tip_angle
 
 SPECIMEN, SUPPORT = 0.15, 0.09  # Cusick: a 30 cm specimen on an 18 cm support
@@ -18,7 +19,7 @@ SECTORS = 180
 def disc(outline, sectors: int = SECTORS, rings: int = 30, centre=(0.0, 0.0)):
     """A disc mesh of the specimen's radius (rings x sectors, a centre vertex), its rest
     polar coordinates (rho, alpha) moved by ``outline(rho, alpha) -> projected radius``; z
-    falls with the overhang (the shadow does not see it)."""
+    falls with the overhang (the shadow does not see it): its positions and edges."""
     rho = np.repeat(np.linspace(SPECIMEN / rings, SPECIMEN, rings), sectors)
     alpha = np.tile(2.0 * math.pi * np.arange(sectors) / sectors, rings)
     r = outline(rho, alpha)
@@ -32,7 +33,7 @@ def disc(outline, sectors: int = SECTORS, rings: int = 30, centre=(0.0, 0.0)):
         for k in range(sectors):
             a, b = 1 + ring * sectors + k, 1 + ring * sectors + (k + 1) % sectors
             triangles += [[a, b, b + sectors], [a, b + sectors, a + sectors]]
-    return vertices, np.array(triangles)
+    return vertices, ClothMesh.from_polygons(vertices, triangles).edges
 
 
 def drape_coefficient(area: float) -> float:
@@ -49,8 +50,8 @@ def hang(rho: np.ndarray, share) -> np.ndarray:
 
 
 def test_a_flat_specimen_reads_one_and_no_nodes() -> None:
-    vertices, triangles = disc(lambda rho, alpha: rho)
-    reading = drape_reading(vertices, triangles, np.zeros(2), SUPPORT, SPECIMEN)
+    vertices, edges = disc(lambda rho, alpha: rho)
+    reading = drape_reading(vertices, edges, np.zeros(2), SUPPORT, SPECIMEN)
     # the specimen's outline is a 180-gon: its area, not the circle's (2e-4 more)
     assert reading.shadow_area_m2 == pytest.approx(polygon_area(SPECIMEN), rel=5e-5)
     assert reading.coefficient == pytest.approx(drape_coefficient(polygon_area(SPECIMEN)), abs=1e-5)
@@ -62,8 +63,8 @@ def test_a_conical_drape_reads_its_projected_ring(angle_deg: float) -> None:
     """Every overhanging ring tilted down by the same angle: the shadow is a disc of radius
     support + overhang * cos(angle)."""
     share = math.cos(math.radians(angle_deg))
-    vertices, triangles = disc(lambda rho, alpha: hang(rho, share))
-    reading = drape_reading(vertices, triangles, np.zeros(2), SUPPORT, SPECIMEN)
+    vertices, edges = disc(lambda rho, alpha: hang(rho, share))
+    reading = drape_reading(vertices, edges, np.zeros(2), SUPPORT, SPECIMEN)
     expected = drape_coefficient(polygon_area(SUPPORT + (SPECIMEN - SUPPORT) * share))
     assert reading.coefficient == pytest.approx(expected, abs=1e-4)
     assert reading.nodes == 0
@@ -75,19 +76,17 @@ def test_a_folded_drape_reads_its_area_and_counts_its_nodes(folds: int) -> None:
     pi (A^2 + B^2 / 2) with A = support + 0.55 overhang, B = 0.25 overhang; n nodes. Off the
     origin, as a support rarely is."""
     centre = np.array([0.31, -0.12])
-    vertices, triangles = disc(
-        lambda rho, alpha: hang(rho, 0.55 + 0.25 * np.cos(folds * alpha)), centre=centre
-    )
-    reading = drape_reading(vertices, triangles, centre, SUPPORT, SPECIMEN)
+    vertices, edges = disc(lambda rho, alpha: hang(rho, 0.55 + 0.25 * np.cos(folds * alpha)), centre=centre)
+    reading = drape_reading(vertices, edges, centre, SUPPORT, SPECIMEN)
     a, b = SUPPORT + 0.55 * (SPECIMEN - SUPPORT), 0.25 * (SPECIMEN - SUPPORT)
     assert reading.coefficient == pytest.approx(drape_coefficient(math.pi * (a**2 + 0.5 * b**2)), abs=2e-3)
     assert reading.nodes == folds
 
 
 def test_drape_refuses_a_support_not_inside_the_specimen() -> None:
-    vertices, triangles = disc(lambda rho, alpha: rho)
+    vertices, edges = disc(lambda rho, alpha: rho)
     with pytest.raises(ValueError, match="support radius"):
-        drape_reading(vertices, triangles, np.zeros(2), SPECIMEN, SUPPORT)
+        drape_reading(vertices, edges, np.zeros(2), SPECIMEN, SUPPORT)
 
 
 @pytest.mark.parametrize("turn_deg", [40.0, 83.0, 120.0])

@@ -79,17 +79,14 @@ class DrapeReading:
 
 
 def shadow_radius(
-    positions: np.ndarray, triangles: np.ndarray, centre: np.ndarray, rays: int = SHADOW_RAYS
+    positions: np.ndarray, edges: np.ndarray, centre: np.ndarray, rays: int = SHADOW_RAYS
 ) -> np.ndarray:
     """The outline of the cloth's shadow from above (on the x-y plane) as the farthest reach
-    of its projected edges along ``rays`` directions from ``centre`` (x, y), one radius per
-    ray at angles ``2 pi k / rays``. The shadow of a draped disc is star-shaped about its
-    centre, so its outline is this."""
+    of its projected ``edges`` (``ClothMesh.edges``) along ``rays`` directions from ``centre``
+    (x, y), one radius per ray at angles ``2 pi k / rays``. The shadow of a draped disc is
+    star-shaped about its centre, so its outline is this."""
     p = np.asarray(positions, dtype=float)[:, :2] - np.asarray(centre, dtype=float)[:2]
-    tri = np.asarray(triangles, dtype=np.int64)
-    edges = np.unique(
-        np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1), axis=0
-    )
+    edges = np.asarray(edges, dtype=np.int64)
     a, b = p[edges[:, 0]], p[edges[:, 1]]
     angles = 2.0 * math.pi * np.arange(rays) / rays
     direction = np.stack([np.cos(angles), np.sin(angles)], axis=1)
@@ -110,20 +107,20 @@ def shadow_radius(
 
 def drape_reading(
     positions: np.ndarray,
-    triangles: np.ndarray,
+    edges: np.ndarray,
     centre: np.ndarray,
     support_radius_m: float,
     specimen_radius_m: float,
 ) -> DrapeReading:
-    """The drape coefficient and node count of a settled specimen (positions (N, 3), its
-    triangles, the support's centre), by the standards' areas: the specimen's and the
+    """The drape coefficient and node count of a settled specimen (positions (N, 3), its mesh's
+    edges, the support's centre), by the standards' areas: the specimen's and the
     support's as discs of their nominal radii."""
     if not 0.0 < support_radius_m < specimen_radius_m:
         raise ValueError(
             f"a support radius in (0, specimen radius) is needed, got {support_radius_m} m and "
             f"{specimen_radius_m} m"
         )
-    radius = np.maximum(shadow_radius(positions, triangles, centre), support_radius_m)
+    radius = np.maximum(shadow_radius(positions, edges, centre), support_radius_m)
     # the polygon through the outline's points, not a sum of sectors: exact for a polygon
     turn = 2.0 * math.pi / len(radius)
     shadow = 0.5 * math.sin(turn) * float(radius @ np.roll(radius, -1))
