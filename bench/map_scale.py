@@ -43,6 +43,7 @@ HEADERS = [
     "vertices",
     "frames",
     "fit s",
+    "budget s",
     "outcome",
     "steps",
     "rollouts",
@@ -124,6 +125,7 @@ def measure(n: int, args: argparse.Namespace) -> dict:
         "vertices": n * n,
         "frames": args.frames,
         "wall_s": wall,
+        "time_budget_s": args.time_budget,
         "outcome": result.outcome,
         "stop": result.stop_reason,
         "iterations": result.iterations,
@@ -187,12 +189,11 @@ def record_rows(rows: list[dict], device: str, args: argparse.Namespace) -> None
                 str(r["vertices"]),
                 str(r["frames"]),
                 _cell(r, "wall_s", "{:.1f}"),
+                _cell(r, "time_budget_s", "{:g}"),
                 r.get("outcome", "-"),
                 _cell(r, "iterations", "{}"),
                 f"{r['rollouts']} ({r['backward']} on a tape)" if "rollouts" in r else "-",
-                f"{r['rmse_m'] * 1e3:.3f} (uniform {r['uniform_rmse_m'] * 1e3:.3f})"
-                if "rmse_m" in r
-                else "-",
+                _rmse_cell(r),
                 _cell(r, "correlation", "{:.3f}"),
                 _cell(r, "forward_s", "{:.2f}"),
                 _cell(r, "gradient_s", "{:.2f}"),
@@ -211,9 +212,11 @@ def record_rows(rows: list[dict], device: str, args: argparse.Namespace) -> None
     }
     notes = [
         f"{args.precision}, at most {args.iterations} steps a stage, smoothness {DEFAULT_SMOOTHNESS:g}, "
-        f"time budget {'none' if args.time_budget is None else f'{args.time_budget:g} s'}, warm kernels",
+        "warm kernels; budget s: the fit's time budget ('-': none)",
         "forward s, gradient s: one rollout, and one rollout on a tape with its backward pass for the map, "
         "at the uniform start (mean of two)",
+        "bytes/vertex/substep: the device's peak pool memory per vertex per substep, over the timed fit "
+        "where the size was fitted (over one gradient where it was only timed)",
     ]
     record_results("map_scale", summary, table, notes, device=device)
 
