@@ -40,6 +40,22 @@ SOFT_BODY = [
         SOFT_CORE,
     ),
     Mutation(
+        "soft_shear_modulus_1pc",
+        "soft body: the shear modulus 1 % high",
+        "warp_core/models/soft_body/params.py",
+        "return e / (2.0 * (1.0 + nu)), e * nu",
+        "return 1.01 * e / (2.0 * (1.0 + nu)), e * nu",
+        SOFT_CORE,
+    ),
+    Mutation(
+        "soft_damping_time_1pc",
+        "soft body: Newton's k_damp 1 % high (the damping time read 1 % long)",
+        "warp_core/models/soft_body/scene.py",
+        "return float(params.damping) * params.lame()[0] / 2.0",
+        "return 1.01 * float(params.damping) * params.lame()[0] / 2.0",
+        SOFT_CORE,
+    ),
+    Mutation(
         "soft_pins_frozen",
         "soft body: pinned nodes stay at the frame's start goal",
         "warp_core/models/soft_body/kernels.py",
