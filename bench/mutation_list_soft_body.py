@@ -48,6 +48,14 @@ SOFT_BODY = [
         SOFT_CORE,
     ),
     Mutation(
+        "soft_lame_lambda_1pc",
+        "soft body: Lame's lambda 1 % high",
+        "warp_core/models/soft_body/params.py",
+        "e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))",
+        "1.01 * e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))",
+        SOFT_CORE,
+    ),
+    Mutation(
         "soft_damping_time_1pc",
         "soft body: Newton's k_damp 1 % high (the damping time read 1 % long)",
         "warp_core/models/soft_body/scene.py",
