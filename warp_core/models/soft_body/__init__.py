@@ -7,6 +7,8 @@ stable Neo-Hookean soft body by Newton's VBD solver.
 - ``scene``: the Newton model, solver and contacts of one soft body;
 - ``kernels``: the Warp kernels around Newton's step (pins, colliders, embedding);
 - ``simulator``: :class:`SoftBodySimulator` and its rollouts;
+- ``adjoint``, ``adjoint_kernels``: the gradient of a rollout by the implicit-function
+  theorem (the adjoint of VBD's converged substeps);
 - ``model``: the registry entry (``MODEL``).
 
 Newton is imported with the simulator, on first use: the parameter table (what the add-on

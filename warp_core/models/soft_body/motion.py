@@ -107,3 +107,14 @@ def collider_poses(
         out[f, :3], out[f, 3:] = t + r @ o - o, q
         previous = q
     return out
+
+
+def checked_goals(goals: np.ndarray, n_frames: int, vertex_count: int) -> np.ndarray:
+    """``goals`` as float64 (frames, vertices, 3), or ValueError saying what is wrong."""
+    goals = np.asarray(goals, dtype=np.float64)
+    if goals.ndim != 3 or goals.shape[1:] != (vertex_count, 3) or len(goals) < n_frames + 1:
+        need = f"(>= {n_frames + 1}, {vertex_count}, 3)"
+        raise ValueError(f"pin goals must have shape {need}, got {goals.shape}")
+    if not np.isfinite(goals).all():
+        raise ValueError("pin goal positions contain NaN or infinite values")
+    return goals

@@ -20,20 +20,20 @@ Colliders and ground: see :mod:`.scene`. A moving collider's body is placed befo
 substep at its object's transform interpolated between the frame's ends (translation
 linearly, rotation along the short arc).
 
-Precision: Newton's VBD is float32, and positions far from the coordinates' origin lose
-the small increments a step adds (a slow motion stalls or drifts once g dt^2 nears a unit
-in the last place), so the body is simulated relative to the centre of its lattice; the
-ground, colliders and goals are moved with it and the output moved back to world space.
+Precision: Newton's VBD is float32; far from the origin a step's small increments are
+lost (a slow motion stalls once g dt^2 nears a unit in the last place), so the body is
+simulated relative to its lattice's centre, the ground, colliders and goals moved with it.
 
 Determinism: Newton runs in its run-to-run deterministic mode (contacts gathered per
 particle, no atomics), so two rollouts with the same inputs are bit-identical; the fit's
 finite differences rely on it. On CUDA each frame's substeps run as one captured graph
-(frame data copied into fixed buffers first), after the simulator's first frame, launched
-kernel by kernel, which lets Newton size its buffers outside a capture.
+(frame data copied into fixed buffers first) after the first frame, which runs kernel by
+kernel so that Newton sizes its buffers outside a capture.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -44,7 +44,7 @@ from ...capture import graph_capture
 from ...mesh import ClothMesh
 from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
 from .lattice import Lattice, build_lattice
-from .motion import pinned_node_goals
+from .motion import checked_goals, pinned_node_goals
 from .params import MODEL_NAME, PARAMETER_NAMES, SoftBodyParams
 from .scene import (
     NewtonScene,
@@ -146,6 +146,9 @@ class SoftBodySimulator:
         self._goal_frames: wp.array | None = None
         self._pose_frames: wp.array | None = None
         self.graphs_enabled = True
+        # sees each substep's start state (a newton.State, pins placed) before the solver steps
+        # it; substeps then run kernel by kernel (the adjoint's recorder, ``adjoint``)
+        self.step_observer: Callable[[object], None] | None = None
         self._graphs: dict[int, object] = {}
         self._warmed = False  # a frame has run kernel by kernel (Newton sized its buffers)
         self._edges, self._rest_lengths = self._mesh_edges(mesh)
@@ -256,12 +259,7 @@ class SoftBodySimulator:
         d = self.device
         self._goal_frames = self._pose_frames = None
         if goals is not None:
-            goals = np.asarray(goals, dtype=np.float64)
-            if goals.ndim != 3 or goals.shape[1:] != (self.vertex_count, 3) or len(goals) < n_frames + 1:
-                need = f"(>= {n_frames + 1}, {self.vertex_count}, 3)"
-                raise ValueError(f"pin goals must have shape {need}, got {goals.shape}")
-            if not np.isfinite(goals).all():
-                raise ValueError("pin goal positions contain NaN or infinite values")
+            goals = checked_goals(goals, n_frames, self.vertex_count)
         if len(self._pinned_index):
             pv = self.pinned_vertices
             track = pinned_node_goals(
@@ -365,7 +363,7 @@ class SoftBodySimulator:
     def use_graphs(self) -> bool:
         """Capture each frame's substeps as a CUDA graph (CUDA only; set ``graphs_enabled``
         to False to launch them one by one)."""
-        return self.graphs_enabled and wp.get_device(self.device).is_cuda
+        return self.graphs_enabled and self.step_observer is None and wp.get_device(self.device).is_cuda
 
     def _substeps(self, parity: int) -> None:
         scene = self.scene
@@ -395,4 +393,6 @@ class SoftBodySimulator:
                 )
             if scene.pipeline is not None:
                 scene.pipeline.collide(state_in, scene.contacts)
+            if self.step_observer is not None:
+                self.step_observer(state_in)
             scene.solver.step(state_in, state_out, self._control, scene.contacts, dt)

@@ -1,0 +1,249 @@
+"""The soft body's gradient by the implicit-function theorem: the adjoint of Newton's VBD
+substeps, whatever iterations produced them.
+
+A substep from positions ``x`` and velocities ``v`` (pinned nodes already at the step's end)
+is implicit Euler: VBD iterates towards the ``x'`` where every free node's residual
+
+    r(x') = M / dt^2 (x' - y) - f(x'; x, theta) = 0,    y = x + dt v + dt^2 g,
+
+vanishes (``f``: the tets' stable Neo-Hookean and damping forces; ``theta``: each tet's
+materials and the nodes' masses), and then ``v' = (x' - x) / dt``. At such an ``x'``,
+``dx' = -H^-1 dr`` with ``H = dr/dx' = M / dt^2 - df/dx'``, so the adjoint of ``x'``
+(``xbar'``, what the loss and the later steps ask of it) becomes ``lam = H^-T xbar'``, one
+linear solve a substep, and is carried to the step's inputs and parameters by the partial
+derivatives of ``r``: ``xbar += M / dt^2 lam + (df/dx)^T lam``, ``vbar += M / dt lam``,
+``materials_bar += (df/dmaterials)^T lam``, ``density_bar -= lam . (u (x' - y)) / dt^2``
+(``u``: the node masses per unit density).
+
+What is differentiated: the converged step. VBD runs a fixed number of iterations; where
+it stops short of the root, the gradient is that of the root, not of the rollout VBD made
+(:attr:`SoftBodyGradient.residual` says how far each step was from it). ``H^T p`` and
+``(df/d.)^T lam`` are reverse-mode products over the tet force kernel (``adjoint_kernels``),
+which calls the function VBD's solve calls; the solve is preconditioned CG with VBD's own
+3 x 3 vertex blocks. Contacts (ground, colliders) are not differentiated yet: a body that
+has any is refused.
+
+Made by :func:`soft_body_gradient` for a ``SoftBodySimulator``; read by tests and the fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import warp as wp
+
+from .adjoint_kernels import tet_blocks, tet_forces
+from .params import SoftBodyParams
+from .simulator import SoftBodySimulator
+
+__all__ = ["SoftBodyGradient", "soft_body_gradient", "material_gradient"]
+
+CG_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
+CG_MAX_ITERATIONS = 500
+
+
+@dataclass
+class SoftBodyGradient:
+    """The loss's derivatives by the soft body's parameters: made by
+    :func:`soft_body_gradient`, read by tests and the fit."""
+
+    parameters: dict[str, float]  # young_modulus, poisson_ratio, damping, density
+    tet_materials: np.ndarray  # (T, 3): d loss / d (k_mu, k_lambda, k_damp) of every tet
+    residual: float  # the largest step's |r(x')| over its |M / dt^2 (x' - y)| (0: converged)
+    cg_iterations: int  # the most any substep's adjoint solve took
+
+
+class _Recorder:
+    """Each substep's start positions and velocities, copied before the solver steps."""
+
+    def __init__(self) -> None:
+        self.x: list[np.ndarray] = []
+        self.v: list[np.ndarray] = []
+
+    def __call__(self, state: object) -> None:
+        self.x.append(state.particle_q.numpy().astype(np.float64))
+        self.v.append(state.particle_qd.numpy().astype(np.float64))
+
+
+class _StepOperator:
+    """The tet forces of one substep around its end positions, as products for the solve."""
+
+    def __init__(self, sim: SoftBodySimulator, dt: float) -> None:
+        model = sim.scene.model
+        self.device = sim.device
+        self.model = model
+        self.dt = dt
+        self.free = ~sim.pinned_nodes
+        self.nodes = sim.node_count
+
+    def _array(self, a: np.ndarray) -> wp.array:
+        return wp.array(a.astype(np.float32), dtype=wp.vec3, device=self.device)
+
+    def at(self, x_end: np.ndarray, x_start: np.ndarray) -> None:
+        self.x_end, self.x_start = self._array(x_end), self._array(x_start)
+
+    def _inputs(self) -> list:
+        m = self.model
+        return [self.x_end, self.x_start, m.tet_indices, m.tet_poses, m.tet_materials, self.dt]
+
+    def forces(self) -> np.ndarray:
+        out = wp.zeros(self.nodes, dtype=wp.vec3, device=self.device)
+        wp.launch(tet_forces, dim=(self.model.tet_count, 4), inputs=self._inputs(), outputs=[out])
+        return out.numpy().astype(np.float64)
+
+    def blocks(self) -> np.ndarray:
+        out = wp.zeros(self.nodes, dtype=wp.mat33, device=self.device)
+        wp.launch(tet_blocks, dim=(self.model.tet_count, 4), inputs=self._inputs(), outputs=[out])
+        return out.numpy().astype(np.float64)
+
+    def pullback(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``((df/dx')^T p, (df/dx)^T p, (df/dmaterials)^T p)``."""
+        grad_end = wp.zeros_like(self.x_end)
+        grad_start = wp.zeros_like(self.x_start)
+        grad_materials = wp.zeros_like(self.model.tet_materials)
+        wp.launch(
+            tet_forces,
+            dim=(self.model.tet_count, 4),
+            inputs=self._inputs(),
+            outputs=[wp.zeros(self.nodes, dtype=wp.vec3, device=self.device)],
+            adj_inputs=[grad_end, grad_start, None, None, grad_materials, 0.0],
+            adj_outputs=[self._array(p)],
+            adjoint=True,
+        )
+        return tuple(g.numpy().astype(np.float64) for g in (grad_end, grad_start, grad_materials))
+
+
+def _solve(op: _StepOperator, mass_dt2: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, int]:
+    """``H^T lam = rhs`` over the free nodes by CG, preconditioned by VBD's vertex blocks."""
+    free = op.free
+    blocks = mass_dt2[:, None, None] * np.eye(3) + op.blocks()
+    blocks[~free] = np.eye(3)
+    inverse = np.linalg.inv(blocks)
+
+    def apply(p: np.ndarray) -> np.ndarray:
+        p = np.where(free[:, None], p, 0.0)
+        out = mass_dt2[:, None] * p - op.pullback(p)[0]
+        return np.where(free[:, None], out, 0.0)
+
+    rhs = np.where(free[:, None], rhs, 0.0)
+    lam = np.zeros_like(rhs)
+    norm = np.linalg.norm(rhs)
+    if norm == 0.0:
+        return lam, 0
+    r = rhs.copy()
+    z = np.einsum("nij,nj->ni", inverse, r)
+    p = z.copy()
+    rz = float(np.sum(r * z))
+    for k in range(1, CG_MAX_ITERATIONS + 1):
+        hp = apply(p)
+        curvature = float(np.sum(p * hp))
+        if curvature <= 0.0:
+            raise ArithmeticError("the soft-body step's Hessian is indefinite along the adjoint solve")
+        alpha = rz / curvature
+        lam += alpha * p
+        r -= alpha * hp
+        if np.linalg.norm(r) <= CG_TOLERANCE * norm:
+            return lam, k
+        z = np.einsum("nij,nj->ni", inverse, r)
+        rz_next = float(np.sum(r * z))
+        p = z + (rz_next / rz) * p
+        rz = rz_next
+    raise ArithmeticError(f"the soft-body adjoint solve did not converge in {CG_MAX_ITERATIONS} iterations")
+
+
+def material_gradient(settings: SoftBodyParams, tet_materials_bar: np.ndarray) -> dict[str, float]:
+    """Chain d loss / d (k_mu, k_lambda, k_damp) summed over the tets to (E, nu, tau):
+    mu = E / (2 (1 + nu)), lambda = E nu / ((1 + nu)(1 - 2 nu)), k_damp = tau mu / 2."""
+    e, nu, tau = float(settings.young_modulus), float(settings.poisson_ratio), float(settings.damping)
+    mu_bar, lam_bar, damp_bar = tet_materials_bar.sum(axis=0)
+    dmu_de, dmu_dnu = 1.0 / (2.0 * (1.0 + nu)), -e / (2.0 * (1.0 + nu) ** 2)
+    denominator = (1.0 + nu) * (1.0 - 2.0 * nu)
+    dlam_de, dlam_dnu = nu / denominator, e * (1.0 + 2.0 * nu**2) / denominator**2
+    mu = e * dmu_de
+    return {
+        "young_modulus": mu_bar * dmu_de + lam_bar * dlam_de + damp_bar * 0.5 * tau * dmu_de,
+        "poisson_ratio": mu_bar * dmu_dnu + lam_bar * dlam_dnu + damp_bar * 0.5 * tau * dmu_dnu,
+        "damping": damp_bar * 0.5 * mu,
+    }
+
+
+def _node_grads(sim: SoftBodySimulator, output_frames: list[int], position_grads: np.ndarray) -> dict:
+    """The loss's pull on the nodes at the end of each substep that ends an output frame,
+    through the embedding (vertex = sum of its four nodes' weighted positions)."""
+    steps = int(sim.settings.substeps)
+    nodes, weights = sim.lattice.vertex_nodes, sim.lattice.vertex_weights
+    pulls: dict[int, np.ndarray] = {}
+    for row, frame in enumerate(output_frames):
+        step = (int(frame) - sim.start_frame) * steps - 1
+        if step >= 0:
+            pull = pulls.setdefault(step, np.zeros((sim.node_count, 3)))
+            np.add.at(pull, nodes.ravel(), (weights[..., None] * position_grads[row, :, None]).reshape(-1, 3))
+    return pulls
+
+
+def soft_body_gradient(
+    sim: SoftBodySimulator,
+    frame_end: int,
+    output_frames: list[int],
+    position_grads: np.ndarray,
+    goals: np.ndarray | None = None,
+) -> SoftBodyGradient:
+    """d loss / d parameters of a rollout to ``frame_end``, given d loss / d (the embedded
+    mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3)."""
+    if sim.scene.pipeline is not None:
+        raise NotImplementedError(
+            "the soft-body gradient does not include contacts yet: the body has a ground or colliders"
+        )
+    position_grads = np.asarray(position_grads, dtype=np.float64)
+    if position_grads.shape != (len(output_frames), sim.vertex_count, 3):
+        raise ValueError(
+            f"position_grads must have shape ({len(output_frames)}, {sim.vertex_count}, 3), "
+            f"got {position_grads.shape}"
+        )
+    settings = sim.settings
+    steps = int(settings.substeps)
+    dt = 1.0 / (float(settings.fps) * steps)
+    recorder = _Recorder()
+    sim.step_observer = recorder
+    try:
+        end = sim.rollout(frame_end, [frame_end], goals, keep_nodes=True)
+    finally:
+        sim.step_observer = None
+    n_steps = len(recorder.x)
+    # x'_n: the next step's start with the pins where this step left them
+    free = ~sim.pinned_nodes
+    x_end = [np.where(free[:, None], recorder.x[n + 1], recorder.x[n]) for n in range(n_steps - 1)]
+    x_end.append(end.node_positions.numpy()[-1].astype(np.float64) - sim.origin)
+
+    node_grads = _node_grads(sim, output_frames, position_grads)
+    unit_mass = sim.scene.unit_mass * free
+    mass = unit_mass * float(settings.density)
+    gravity = np.asarray(settings.gravity, dtype=np.float64)
+    op = _StepOperator(sim, dt)
+    x_bar = np.zeros((sim.node_count, 3))
+    v_bar = np.zeros((sim.node_count, 3))
+    materials_bar = np.zeros((sim.tet_count, 3))
+    density_bar = 0.0
+    worst_residual, most_iterations = 0.0, 0
+    for n in reversed(range(n_steps)):
+        x_start, v_start = recorder.x[n], recorder.v[n]
+        y = x_start + dt * v_start + dt * dt * gravity
+        op.at(x_end[n], x_start)
+        inertia = mass[:, None] / dt**2 * (x_end[n] - y)
+        residual = np.where(free[:, None], inertia - op.forces(), 0.0)
+        scale = np.linalg.norm(inertia[free]) or 1.0
+        worst_residual = max(worst_residual, float(np.linalg.norm(residual) / scale))
+
+        end_bar = x_bar + v_bar / dt + node_grads.get(n, 0.0)
+        lam, iterations = _solve(op, mass / dt**2, end_bar)
+        most_iterations = max(most_iterations, iterations)
+        _, f_start_bar, f_materials_bar = op.pullback(lam)
+        materials_bar += f_materials_bar
+        density_bar -= float(np.sum(lam * unit_mass[:, None] * (x_end[n] - y))) / dt**2
+        x_bar = np.where(free[:, None], mass[:, None] / dt**2 * lam + f_start_bar - v_bar / dt, 0.0)
+        v_bar = np.where(free[:, None], mass[:, None] / dt * lam, 0.0)
+
+    parameters = material_gradient(settings, materials_bar)
+    parameters["density"] = density_bar
+    return SoftBodyGradient(parameters, materials_bar, worst_residual, most_iterations)
