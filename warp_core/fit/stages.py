@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import one_line
+from ..models import get_model
 from .objective.objective import FitObjective
 from .optimizers.adam import adam
 from .optimizers.base import FitDivergedError, OptimizeSettings
@@ -56,8 +57,7 @@ def run_objective(
         raise FitError(f"optimizer must be 'lm', 'adam', 'lbfgs' or 'auto', got {settings.optimizer!r}")
     first_order = optimizer != "lm"  # steps along the tape gradient
     method = {"adam": "Adam", "lbfgs": "L-BFGS"}.get(optimizer, optimizer)
-    if settings.gradient not in ("stable", "exact"):
-        raise FitError(f"gradient must be 'stable' or 'exact', got {settings.gradient!r}")
+    gradient = settings.gradient_for(get_model(problem.model).gradient_kinds)
     refusal = objective.tape_gradient_refusal()
     if first_order and refusal is not None:
         raise FitError(
@@ -106,7 +106,7 @@ def run_objective(
         result = failed_result(problem, spec, objective, optimizer, scales, one_line(e), t0)
     else:
         result = build_result(problem, spec, objective, optimizer, scales, found, t0, progress)
-    result.gradient = settings.gradient if first_order else None
+    result.gradient = gradient if first_order else None
     return result
 
 

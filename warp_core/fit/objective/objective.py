@@ -220,7 +220,7 @@ class FitObjective:
         if regions:
             self.sim.record_maps([r.kind for r in self.layout.regions])
         value, rollout, tape = self.backward_pass(values, kind)
-        stable = (kind or self.settings.gradient) == "stable"
+        stable = (kind or self.settings.gradient_for(self.model.gradient_kinds)) == "stable"
         frozen = rollout.frozen if stable else None
         grad = self.sim.params.grad.numpy().astype(float)
         own = [name for name in self.names if name in self._param_index]
@@ -282,7 +282,7 @@ class FitObjective:
         d = self.sim.device
         loss = wp.zeros(1, dtype=dtype, device=d, requires_grad=True)
         self.sim.params.grad.zero_()
-        self.sim.gradient = kind or self.settings.gradient
+        self.sim.gradient = kind or self.settings.gradient_for(self.model.gradient_kinds)
         tape = wp.Tape()
         with tape:
             rollout = self.sim.rollout(self.problem.frame_end, self.frames, self.problem.goals)

@@ -6,6 +6,8 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
+from .problem import FitError
+
 __all__ = ["FitSettings"]
 
 
@@ -32,11 +34,13 @@ class FitSettings:
     device: str = "cpu"
     precision: str = "float64"
     adam_lr: float = 0.05
-    # the tape gradient L-BFGS and Adam step along: "stable" (per substep the exact reverse
-    # unless it explodes, then the implicit-solve one; per parameter the loss's slope over the
-    # tangent step where the tape claims that step moves the cloth by over a tenth of its
-    # motion) or "exact" (every CG iteration differentiated)
-    gradient: str = "stable"
+    # the tape gradient L-BFGS and Adam step along, one of the model's ``gradient_kinds``;
+    # "auto": its first. Blender's cloth: "stable" (per substep the exact reverse unless it
+    # explodes, then the implicit-solve one; per parameter the loss's slope over the tangent
+    # step where the tape claims that step moves the cloth by over a tenth of its motion) or
+    # "exact" (every CG iteration differentiated); the soft body: "implicit" (the adjoint of
+    # its converged implicit steps)
+    gradient: str = "auto"
     recover_from_divergence: bool = True
     # the global phase (Levenberg–Marquardt and L-BFGS): start points per fitted parameter,
     # how many of them are refined, and other start values to try (e.g. a preset's). One
@@ -62,3 +66,14 @@ class FitSettings:
             return self
         left = max(self.time_budget_s - (time.perf_counter() - t0), 1e-9)
         return dataclasses.replace(self, time_budget_s=left)
+
+    def gradient_for(self, kinds: tuple[str, ...]) -> str:
+        """The gradient kind a fit steps along, of a model with gradient ``kinds``: ``gradient``
+        itself, or with "auto" the model's first kind ("auto" where it has none). FitError
+        for a kind the model does not have."""
+        if self.gradient == "auto":
+            return kinds[0] if kinds else "auto"
+        if kinds and self.gradient not in kinds:
+            known = ", ".join(map(repr, kinds))
+            raise FitError(f"gradient must be 'auto' or one of {known}, got {self.gradient!r}")
+        return self.gradient

@@ -79,7 +79,8 @@ class FitResult:
     # with collision objects: the frames the fitted rollout touched them in and how many
     # vertices touched (None without colliders)
     contacts: dict[str, Any] | None = None
-    # the tape gradient L-BFGS or Adam stepped along ("stable" or "exact"); None for LM
+    # the tape gradient L-BFGS or Adam stepped along (the cloth's "stable" or "exact", the soft
+    # body's "implicit"); None for LM
     gradient: str | None = None
     # entries of the stable gradient taken as the loss's slope over a tangent step, where
     # the tape's derivative overstated what such a step does (see ``tangents``)

@@ -10,10 +10,10 @@ import numpy as np
 import warp as wp
 
 from ...mesh import ClothMesh
+from ...tape import suspended_tape
 from .fields import field_table
 from .force_kernels import force_kernels
 from .pressure import pressure_kernels, pressure_tables
-from .tape import suspended_tape
 from .topology import Topology, vertex_tables
 
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from ...tape import suspended_tape
 from .arrays import ClothArrays
 from .maps import painted_weights
-from .tape import suspended_tape
 
 # most members of one batch on the CPU (its kernels gain little from more: they run one
 # element after the other either way)

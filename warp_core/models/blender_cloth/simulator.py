@@ -16,6 +16,7 @@ import numpy as np
 import warp as wp
 
 from ...mesh import ClothMesh
+from ...tape import suspended_tape
 from .adjoint import BackwardWorkspace, record_rollout_backward
 from .arrays import ClothArrays
 from .batch import batch_arrays, batch_width, rollout_batch
@@ -27,7 +28,6 @@ from .params import ALL_PARAMETER_NAMES, COLLISION_FIELDS, ClothParams
 from .schedule import CG_TOLERANCE, SubstepSchedule
 from .state import ClothState, RolloutOutputs, RolloutPlan
 from .step import CGControl, SubstepSolver
-from .tape import suspended_tape
 from .topology import build_topology
 
 DTYPES = {"float32": wp.float32, "float64": wp.float64}

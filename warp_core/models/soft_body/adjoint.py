@@ -28,16 +28,19 @@ Made by :func:`soft_body_gradient` for a ``SoftBodySimulator``; read by tests an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import warp as wp
 
 from .adjoint_kernels import tet_blocks, tet_forces
-from .params import SoftBodyParams
-from .simulator import SoftBodySimulator
+from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
 
-__all__ = ["SoftBodyGradient", "soft_body_gradient", "material_gradient"]
+# ``sim``: a SoftBodySimulator, whose rollouts on a tape call this module (so not imported)
+SoftBodySimulator = Any
+__all__ = ["Recorder", "SoftBodyGradient", "material_gradient", "soft_body_gradient"]
 
 CG_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 CG_MAX_ITERATIONS = 500
@@ -54,8 +57,10 @@ class SoftBodyGradient:
     cg_iterations: int  # the most any substep's adjoint solve took
 
 
-class _Recorder:
-    """Each substep's start positions and velocities, copied before the solver steps."""
+class Recorder:
+    """Each substep's start positions and velocities, copied before the solver steps it,
+    and the rollout's last state: the simulator's ``step_observer`` while a rollout that is
+    to be differentiated runs."""
 
     def __init__(self) -> None:
         self.x: list[np.ndarray] = []
@@ -190,11 +195,57 @@ def soft_body_gradient(
     goals: np.ndarray | None = None,
 ) -> SoftBodyGradient:
     """d loss / d parameters of a rollout to ``frame_end``, given d loss / d (the embedded
-    mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3)."""
-    if sim.scene.pipeline is not None:
-        raise NotImplementedError(
-            "the soft-body gradient does not include contacts yet: the body has a ground or colliders"
-        )
+    mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3): a
+    recorded rollout, then :func:`backward`."""
+    refusal = contact_refusal(sim)
+    if refusal is not None:
+        raise NotImplementedError(refusal)
+    recorder = Recorder()
+    sim.step_observer = recorder
+    try:
+        sim.rollout(frame_end, output_frames, goals)
+    finally:
+        sim.step_observer = None
+    return backward(sim, recorder, output_frames, position_grads)
+
+
+def contact_refusal(sim: SoftBodySimulator) -> str | None:
+    """Why ``sim``'s rollouts have no gradient (its contacts), or None."""
+    if sim.scene.pipeline is None:
+        return None
+    return "the soft body's ground and collider contacts have no gradient yet"
+
+
+def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any], frames: list[int]) -> Any:
+    """Run ``run`` (a rollout of ``sim`` whose positions have a gradient array) recorded, and
+    put its backward pass on ``tape``: d loss / d positions, as the tape's later launches
+    leave it, into ``sim.params.grad`` (``PARAMETER_NAMES`` order)."""
+    if sim.gradient != GRADIENT_KIND:
+        raise ValueError(f"the soft body's gradient is {GRADIENT_KIND!r}, got {sim.gradient!r}")
+    refusal = contact_refusal(sim)
+    if refusal is not None:
+        raise NotImplementedError(refusal)
+    recorder = Recorder()
+    sim.step_observer = recorder
+    try:
+        result = run()
+    finally:
+        sim.step_observer = None
+
+    def pull() -> None:
+        found = backward(sim, recorder, frames, result.positions.grad.numpy()).parameters
+        grads = sim.params.grad.numpy() + np.array([found[n] for n in PARAMETER_NAMES], dtype=np.float32)
+        sim.params.grad.assign(grads)
+
+    tape.record_func(pull, [result.positions, sim.params])
+    return result
+
+
+def backward(
+    sim: SoftBodySimulator, recorder: Recorder, output_frames: list[int], position_grads: np.ndarray
+) -> SoftBodyGradient:
+    """The adjoint of the rollout ``recorder`` saw, given d loss / d (the embedded mesh's
+    positions at ``output_frames``), shape (len(output_frames), vertices, 3)."""
     position_grads = np.asarray(position_grads, dtype=np.float64)
     if position_grads.shape != (len(output_frames), sim.vertex_count, 3):
         raise ValueError(
@@ -202,20 +253,11 @@ def soft_body_gradient(
             f"got {position_grads.shape}"
         )
     settings = sim.settings
-    steps = int(settings.substeps)
-    dt = 1.0 / (float(settings.fps) * steps)
-    recorder = _Recorder()
-    sim.step_observer = recorder
-    try:
-        end = sim.rollout(frame_end, [frame_end], goals, keep_nodes=True)
-    finally:
-        sim.step_observer = None
-    n_steps = len(recorder.x)
+    dt = 1.0 / (float(settings.fps) * int(settings.substeps))
+    n_steps = len(recorder.x) - 1  # the last entry is the state the last step left
     # x'_n: the next step's start with the pins where this step left them
     free = ~sim.pinned_nodes
-    x_end = [np.where(free[:, None], recorder.x[n + 1], recorder.x[n]) for n in range(n_steps - 1)]
-    x_end.append(end.node_positions.numpy()[-1].astype(np.float64) - sim.origin)
-
+    x_end = [np.where(free[:, None], recorder.x[n + 1], recorder.x[n]) for n in range(n_steps)]
     node_grads = _node_grads(sim, output_frames, position_grads)
     unit_mass = sim.scene.unit_mass * free
     mass = unit_mass * float(settings.density)
@@ -226,7 +268,8 @@ def soft_body_gradient(
     materials_bar = np.zeros((sim.tet_count, 3))
     density_bar = 0.0
     worst_residual, most_iterations = 0.0, 0
-    for n in reversed(range(n_steps)):
+    last = max(node_grads, default=-1)  # later steps move no position the loss reads
+    for n in reversed(range(min(last + 1, n_steps))):
         x_start, v_start = recorder.x[n], recorder.v[n]
         y = x_start + dt * v_start + dt * dt * gravity
         op.at(x_end[n], x_start)

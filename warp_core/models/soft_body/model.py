@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...mesh import ClothMesh
 from ..base import Parameter
-from .params import MODEL_NAME, PARAMETER_BOUNDS, PARAMETER_NAMES, SoftBodyParams
+from .params import GRADIENT_KIND, MODEL_NAME, PARAMETER_BOUNDS, PARAMETER_NAMES, SoftBodyParams
 
 if TYPE_CHECKING:
     from .simulator import SoftBodySimulator
@@ -37,8 +37,8 @@ class SoftBodyModel:
 
     name = MODEL_NAME
     label = "Soft Body (VBD)"
-    differentiable = False  # Newton's VBD records no tape: the fit takes finite differences
-    gradient_kinds: tuple[str, ...] = ()
+    differentiable = True  # a rollout on a tape records its implicit adjoint (``adjoint``)
+    gradient_kinds: tuple[str, ...] = (GRADIENT_KIND,)
     map_kinds: tuple[str, ...] = ()  # no per-vertex weight maps
     map_ranges: dict = {}  # so none is fitted
 

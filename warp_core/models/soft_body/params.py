@@ -22,6 +22,9 @@ PARAMETER_BOUNDS: dict[str, tuple[float, float]] = {
     "density": (1.0, 25000.0),
 }
 PARAMETER_NAMES: tuple[str, ...] = tuple(PARAMETER_BOUNDS)
+# the model's one kind of gradient (``FitSettings.gradient``): the adjoint of its converged
+# implicit steps (``adjoint``)
+GRADIENT_KIND = "implicit"
 
 
 @dataclass(frozen=True)

@@ -35,17 +35,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
 
 import numpy as np
 import warp as wp
 
 from ...capture import graph_capture
 from ...mesh import ClothMesh
+from ...tape import suspended_tape
+from .adjoint import contact_refusal, record_on_tape
 from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
 from .lattice import Lattice, build_lattice
 from .motion import checked_goals, pinned_node_goals
-from .params import MODEL_NAME, PARAMETER_NAMES, SoftBodyParams
+from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
 from .scene import (
     NewtonScene,
     build_scene,
@@ -54,6 +55,7 @@ from .scene import (
     set_density,
     set_material,
 )
+from .unbatched import Unbatched
 
 __all__ = ["PIN_NODE_WEIGHT", "SoftBodyRollout", "SoftBodySimulator"]
 
@@ -85,7 +87,7 @@ class SoftBodyRollout:
         return self.positions.numpy().astype(np.float64)
 
 
-class SoftBodySimulator:
+class SoftBodySimulator(Unbatched):
     """The ``soft_body`` model for one mesh on one Warp device (float32 only): made by
     ``SoftBodyModel.build``, driven by the fit engine through ``base.Simulator``.
 
@@ -132,7 +134,7 @@ class SoftBodySimulator:
         self._control = self.scene.model.control()
 
         d = self.device
-        self.params = wp.array(self._values(params), dtype=wp.float32, device=d)
+        self.params = wp.array(self._values(params), dtype=wp.float32, device=d, requires_grad=True)
         self._vertex_nodes = wp.array(lat.vertex_nodes, dtype=wp.int32, device=d)
         self._vertex_weights = wp.array(lat.vertex_weights.astype(np.float32), dtype=wp.float32, device=d)
         self._rest_q = wp.array((lat.nodes - self.origin).astype(np.float32), dtype=wp.vec3, device=d)
@@ -146,6 +148,7 @@ class SoftBodySimulator:
         self._goal_frames: wp.array | None = None
         self._pose_frames: wp.array | None = None
         self.graphs_enabled = True
+        self.gradient = GRADIENT_KIND  # the kind a rollout on a tape records (the only one)
         # sees each substep's start state (a newton.State, pins placed) before the solver steps
         # it; substeps then run kernel by kernel (the adjoint's recorder, ``adjoint``)
         self.step_observer: Callable[[object], None] | None = None
@@ -219,39 +222,9 @@ class SoftBodySimulator:
         return float((lengths / self._rest_lengths).max())
 
     # ---------------------------------------------------------------- what a fit asks
-    def tape_gradient_refusal(self) -> str:
-        """Why no rollout has a tape gradient: Newton's VBD records no tape."""
-        return f"the {MODEL_NAME} model has no tape gradient"
-
-    def batch_width(self, rollouts: int) -> int:
-        """0: this model runs no batches (the fit runs its rollouts one by one)."""
-        return 0
-
-    def rollout_batch(
-        self,
-        points: list[dict[str, float]],
-        frame_end: int,
-        output_frames: list[int] | None = None,
-        goals: np.ndarray | None = None,
-        frozen: object = None,
-        maps: object = None,
-    ) -> NoReturn:
-        """Never: ``batch_width`` is 0."""
-        raise NotImplementedError(
-            f"the {MODEL_NAME} model runs no batches (batch_width is 0): run the rollouts one at a time"
-        )
-
-    def rollout_shifted(
-        self, shift_m: np.ndarray, frame_end: int, output_frames: list[int], goals: np.ndarray | None
-    ) -> NoReturn:
-        """Never: ``contact_probe`` is False."""
-        raise NotImplementedError(f"the {MODEL_NAME} model has no start-gap probe (contact_probe is False)")
-
-    # never: the model's map_kinds is empty (no per-vertex weight maps)
-    def record_maps(self, *_: object) -> NoReturn:
-        raise NotImplementedError(f"the {MODEL_NAME} model has no weight maps")
-
-    map_gradients = set_maps = record_maps
+    def tape_gradient_refusal(self) -> str | None:
+        """Why a rollout on a tape has no gradient (contacts, see ``adjoint``), or None."""
+        return contact_refusal(self)
 
     # ---------------------------------------------------------------- rollout
     def _load_goals(self, goals: np.ndarray | None, n_frames: int) -> None:
@@ -292,7 +265,19 @@ class SoftBodySimulator:
         """Simulate from ``start_frame`` to ``frame_end``; the embedded mesh at
         ``output_frames`` (default: every frame). ``goals[f - start_frame]`` are the input
         mesh's positions at frame ``f`` (the pins' goals); ``frozen`` is ignored (nothing
-        to freeze). ``keep_nodes`` also keeps the lattice nodes' positions and velocities."""
+        to freeze). ``keep_nodes`` also keeps the lattice nodes' positions and velocities.
+        Inside a ``wp.Tape`` it records its adjoint there (``adjoint.record_on_tape``)."""
+        with suspended_tape() as tape:
+            if tape is None:
+                return self._rollout(frame_end, output_frames, goals, keep_nodes)
+            frames = list(range(self.start_frame, frame_end + 1)) if output_frames is None else output_frames
+            return record_on_tape(
+                self, tape, lambda: self._rollout(frame_end, frames, goals, keep_nodes), frames
+            )
+
+    def _rollout(
+        self, frame_end: int, output_frames: list[int] | None, goals: np.ndarray | None, keep_nodes: bool
+    ) -> SoftBodyRollout:
         f0 = self.start_frame
         if frame_end < f0:
             raise ValueError(f"frame_end {frame_end} is before the start frame {f0}")
@@ -304,7 +289,8 @@ class SoftBodySimulator:
         self._load_goals(goals, n_frames)
         self._reset()
         d = self.device
-        positions = wp.zeros((len(frames), self.vertex_count), dtype=wp.vec3, device=d)
+        taped = self.step_observer is not None  # the positions get a gradient array
+        positions = wp.zeros((len(frames), self.vertex_count), dtype=wp.vec3, device=d, requires_grad=taped)
         result = SoftBodyRollout(frames, positions)
         if keep_nodes:
             result.node_positions = wp.zeros((len(frames), self.node_count), dtype=wp.vec3, device=d)
@@ -319,6 +305,8 @@ class SoftBodySimulator:
             self._run_frame(fi, parity)
             parity = (parity + steps) % 2
             self._write(result, rows.get(f0 + fi + 1, []), parity)
+        if self.step_observer is not None:
+            self.step_observer(self.scene.states[parity])
         return result
 
     def _write(self, result: SoftBodyRollout, rows: list[int], parity: int) -> None:
