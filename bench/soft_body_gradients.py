@@ -88,7 +88,7 @@ def measure(mesh, truth: SoftBodyParams, goals: np.ndarray, frames: list[int], f
     return {
         "gradients": rows,
         "residual": gradient.residual,
-        "cg_iterations": gradient.cg_iterations,
+        "solve_products": gradient.solve_products,
         "forward_s": forward_s,
         "adjoint_s": adjoint_s,
     }

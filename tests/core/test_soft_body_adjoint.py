@@ -8,7 +8,7 @@ import pytest
 from soft_body_meshes import box_mesh
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit
-from warp_core.models.soft_body import SoftBodyParams, SoftBodySimulator
+from warp_core.models.soft_body import Collider, SoftBodyParams, SoftBodySimulator
 from warp_core.models.soft_body.adjoint import soft_body_gradient
 
 FRAMES = 30
@@ -48,7 +48,7 @@ def test_the_adjoint_matches_central_differences_of_the_rollout() -> None:
     _, x = loss(start)
     gradient = soft_body_gradient(sim, 1 + FRAMES, LOSS_FRAMES, x - targets, goals)
     assert gradient.residual < 2e-4
-    assert 0 < gradient.cg_iterations < 50
+    assert 0 < gradient.solve_products < 100
     for name, value in start.items():
         h = 0.01 * value
         up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
@@ -76,10 +76,39 @@ def test_the_adjoint_matches_central_differences_of_the_rollout() -> None:
     assert adjoint == pytest.approx(slope, rel=1e-3)
 
 
-def test_a_body_with_contacts_is_refused_by_name() -> None:
+def test_the_adjoint_through_ground_contact_matches_central_differences() -> None:
+    """A 20 cm block (2 x 2 x 2 cells of the mesh, 3 lattice cells) dropped 5 cm onto the
+    ground (friction 0.5), resting from about frame 9: the loss over frames 10, 20 and 30,
+    central differences at +-1 %. The contacts are frozen where the solver found them,
+    with its stiffness, damping and friction. Measured: all four within 1.6e-4; steps
+    converged to 6.4e-5 of their forces."""
+    mesh = box_mesh((0.0, 0.0, 0.05), (0.2, 0.2, 0.25), (2, 2, 2))
+    truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=3, iterations=60, ground=True)
+    sim = SoftBodySimulator(mesh, truth)
+    targets = sim.rollout(1 + FRAMES, LOSS_FRAMES).numpy()
+    start = {"young_modulus": 1.3e4, "poisson_ratio": 0.25, "damping": 0.03, "density": 1200.0}
+
+    def loss(values: dict[str, float]) -> tuple[float, np.ndarray]:
+        sim.set_params(values)
+        x = sim.rollout(1 + FRAMES, LOSS_FRAMES).numpy()
+        return 0.5 * float(np.sum((x - targets) ** 2)), x
+
+    _, x = loss(start)
+    gradient = soft_body_gradient(sim, 1 + FRAMES, LOSS_FRAMES, x - targets)
+    assert gradient.residual < 2e-4
+    for name, value in start.items():
+        h = 0.01 * value
+        up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
+        assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
+
+
+def test_a_body_with_colliders_is_refused_by_name() -> None:
     mesh = box_mesh((0.0, 0.0, 0.1), (0.2, 0.2, 0.3), (1, 1, 1))
-    sim = SoftBodySimulator(mesh, SoftBodyParams(lattice_cells=1, ground=True))
-    with pytest.raises(NotImplementedError, match="contacts"):
+    table = Collider(
+        "table", [(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], [(0, 1, 2), (0, 2, 3)], np.eye(4)
+    )
+    sim = SoftBodySimulator(mesh, SoftBodyParams(lattice_cells=1, colliders=(table,)))
+    with pytest.raises(NotImplementedError, match="collider contacts have no gradient yet"):
         soft_body_gradient(sim, 3, [3], np.zeros((1, sim.vertex_count, 3)))
 
 

@@ -35,15 +35,12 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_kernels import tet_blocks, tet_forces
+from .adjoint_step import Recorder, StepOperator, solve_adjoint
 from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
 
 # ``sim``: a SoftBodySimulator, whose rollouts on a tape call this module (so not imported)
 SoftBodySimulator = Any
 __all__ = ["Recorder", "SoftBodyGradient", "material_gradient", "soft_body_gradient"]
-
-CG_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
-CG_MAX_ITERATIONS = 500
 
 
 @dataclass
@@ -53,108 +50,8 @@ class SoftBodyGradient:
 
     parameters: dict[str, float]  # young_modulus, poisson_ratio, damping, density
     tet_materials: np.ndarray  # (T, 3): d loss / d (k_mu, k_lambda, k_damp) of every tet
-    residual: float  # the largest step's |r(x')| over its |M / dt^2 (x' - y)| (0: converged)
-    cg_iterations: int  # the most any substep's adjoint solve took
-
-
-class Recorder:
-    """Each substep's start positions and velocities, copied before the solver steps it,
-    and the rollout's last state: the simulator's ``step_observer`` while a rollout that is
-    to be differentiated runs."""
-
-    def __init__(self) -> None:
-        self.x: list[np.ndarray] = []
-        self.v: list[np.ndarray] = []
-
-    def __call__(self, state: object) -> None:
-        self.x.append(state.particle_q.numpy().astype(np.float64))
-        self.v.append(state.particle_qd.numpy().astype(np.float64))
-
-
-class _StepOperator:
-    """The tet forces of one substep around its end positions, as products for the solve."""
-
-    def __init__(self, sim: SoftBodySimulator, dt: float) -> None:
-        model = sim.scene.model
-        self.device = sim.device
-        self.model = model
-        self.dt = dt
-        self.free = ~sim.pinned_nodes
-        self.nodes = sim.node_count
-
-    def _array(self, a: np.ndarray) -> wp.array:
-        return wp.array(a.astype(np.float32), dtype=wp.vec3, device=self.device)
-
-    def at(self, x_end: np.ndarray, x_start: np.ndarray) -> None:
-        self.x_end, self.x_start = self._array(x_end), self._array(x_start)
-
-    def _inputs(self) -> list:
-        m = self.model
-        return [self.x_end, self.x_start, m.tet_indices, m.tet_poses, m.tet_materials, self.dt]
-
-    def forces(self) -> np.ndarray:
-        out = wp.zeros(self.nodes, dtype=wp.vec3, device=self.device)
-        wp.launch(tet_forces, dim=(self.model.tet_count, 4), inputs=self._inputs(), outputs=[out])
-        return out.numpy().astype(np.float64)
-
-    def blocks(self) -> np.ndarray:
-        out = wp.zeros(self.nodes, dtype=wp.mat33, device=self.device)
-        wp.launch(tet_blocks, dim=(self.model.tet_count, 4), inputs=self._inputs(), outputs=[out])
-        return out.numpy().astype(np.float64)
-
-    def pullback(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``((df/dx')^T p, (df/dx)^T p, (df/dmaterials)^T p)``."""
-        grad_end = wp.zeros_like(self.x_end)
-        grad_start = wp.zeros_like(self.x_start)
-        grad_materials = wp.zeros_like(self.model.tet_materials)
-        wp.launch(
-            tet_forces,
-            dim=(self.model.tet_count, 4),
-            inputs=self._inputs(),
-            outputs=[wp.zeros(self.nodes, dtype=wp.vec3, device=self.device)],
-            adj_inputs=[grad_end, grad_start, None, None, grad_materials, 0.0],
-            adj_outputs=[self._array(p)],
-            adjoint=True,
-        )
-        return tuple(g.numpy().astype(np.float64) for g in (grad_end, grad_start, grad_materials))
-
-
-def _solve(op: _StepOperator, mass_dt2: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, int]:
-    """``H^T lam = rhs`` over the free nodes by CG, preconditioned by VBD's vertex blocks."""
-    free = op.free
-    blocks = mass_dt2[:, None, None] * np.eye(3) + op.blocks()
-    blocks[~free] = np.eye(3)
-    inverse = np.linalg.inv(blocks)
-
-    def apply(p: np.ndarray) -> np.ndarray:
-        p = np.where(free[:, None], p, 0.0)
-        out = mass_dt2[:, None] * p - op.pullback(p)[0]
-        return np.where(free[:, None], out, 0.0)
-
-    rhs = np.where(free[:, None], rhs, 0.0)
-    lam = np.zeros_like(rhs)
-    norm = np.linalg.norm(rhs)
-    if norm == 0.0:
-        return lam, 0
-    r = rhs.copy()
-    z = np.einsum("nij,nj->ni", inverse, r)
-    p = z.copy()
-    rz = float(np.sum(r * z))
-    for k in range(1, CG_MAX_ITERATIONS + 1):
-        hp = apply(p)
-        curvature = float(np.sum(p * hp))
-        if curvature <= 0.0:
-            raise ArithmeticError("the soft-body step's Hessian is indefinite along the adjoint solve")
-        alpha = rz / curvature
-        lam += alpha * p
-        r -= alpha * hp
-        if np.linalg.norm(r) <= CG_TOLERANCE * norm:
-            return lam, k
-        z = np.einsum("nij,nj->ni", inverse, r)
-        rz_next = float(np.sum(r * z))
-        p = z + (rz_next / rz) * p
-        rz = rz_next
-    raise ArithmeticError(f"the soft-body adjoint solve did not converge in {CG_MAX_ITERATIONS} iterations")
+    residual: float  # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (0: converged)
+    solve_products: int  # the most Hessian products any substep's adjoint solve took
 
 
 def material_gradient(settings: SoftBodyParams, tet_materials_bar: np.ndarray) -> dict[str, float]:
@@ -200,7 +97,7 @@ def soft_body_gradient(
     refusal = contact_refusal(sim)
     if refusal is not None:
         raise NotImplementedError(refusal)
-    recorder = Recorder()
+    recorder = Recorder(sim)
     sim.step_observer = recorder
     try:
         sim.rollout(frame_end, output_frames, goals)
@@ -210,10 +107,10 @@ def soft_body_gradient(
 
 
 def contact_refusal(sim: SoftBodySimulator) -> str | None:
-    """Why ``sim``'s rollouts have no gradient (its contacts), or None."""
-    if sim.scene.pipeline is None:
+    """Why ``sim``'s rollouts have no gradient (its colliders), or None."""
+    if not sim.settings.colliders:
         return None
-    return "the soft body's ground and collider contacts have no gradient yet"
+    return "the soft body's collider contacts have no gradient yet"
 
 
 def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any], frames: list[int]) -> Any:
@@ -225,7 +122,7 @@ def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any]
     refusal = contact_refusal(sim)
     if refusal is not None:
         raise NotImplementedError(refusal)
-    recorder = Recorder()
+    recorder = Recorder(sim)
     sim.step_observer = recorder
     try:
         result = run()
@@ -262,31 +159,36 @@ def backward(
     unit_mass = sim.scene.unit_mass * free
     mass = unit_mass * float(settings.density)
     gravity = np.asarray(settings.gravity, dtype=np.float64)
-    op = _StepOperator(sim, dt)
+    weight = float(np.linalg.norm(mass) * np.linalg.norm(gravity))
+    op = StepOperator(sim, dt)
     x_bar = np.zeros((sim.node_count, 3))
     v_bar = np.zeros((sim.node_count, 3))
     materials_bar = np.zeros((sim.tet_count, 3))
-    density_bar = 0.0
-    worst_residual, most_iterations = 0.0, 0
+    density_bar = contact_bar = 0.0
+    worst_residual, most_products = 0.0, 0
     last = max(node_grads, default=-1)  # later steps move no position the loss reads
     for n in reversed(range(min(last + 1, n_steps))):
         x_start, v_start = recorder.x[n], recorder.v[n]
         y = x_start + dt * v_start + dt * dt * gravity
-        op.at(x_end[n], x_start)
+        op.at(x_end[n], x_start, recorder.contacts[n])
         inertia = mass[:, None] / dt**2 * (x_end[n] - y)
         residual = np.where(free[:, None], inertia - op.forces(), 0.0)
-        scale = np.linalg.norm(inertia[free]) or 1.0
+        # in free fall the inertia term vanishes with the forces: the weight is the scale then
+        scale = max(np.linalg.norm(inertia[free]), weight) or 1.0
         worst_residual = max(worst_residual, float(np.linalg.norm(residual) / scale))
 
         end_bar = x_bar + v_bar / dt + node_grads.get(n, 0.0)
-        lam, iterations = _solve(op, mass / dt**2, end_bar)
-        most_iterations = max(most_iterations, iterations)
-        _, f_start_bar, f_materials_bar = op.pullback(lam)
+        lam, products = solve_adjoint(op, mass / dt**2, end_bar)
+        most_products = max(most_products, products)
+        f_start_bar, f_materials_bar, f_contact_bar = op.pullback(lam)
         materials_bar += f_materials_bar
+        contact_bar += f_contact_bar
         density_bar -= float(np.sum(lam * unit_mass[:, None] * (x_end[n] - y))) / dt**2
         x_bar = np.where(free[:, None], mass[:, None] / dt**2 * lam + f_start_bar - v_bar / dt, 0.0)
         v_bar = np.where(free[:, None], mass[:, None] / dt * lam, 0.0)
 
     parameters = material_gradient(settings, materials_bar)
+    # the contacts' stiffness and damping are proportional to Young's modulus
+    parameters["young_modulus"] += contact_bar / float(settings.young_modulus)
     parameters["density"] = density_bar
-    return SoftBodyGradient(parameters, materials_bar, worst_residual, most_iterations)
+    return SoftBodyGradient(parameters, materials_bar, worst_residual, most_products)
