@@ -4,8 +4,8 @@ central differences of the rollouts VBD actually makes, and what does it cost?
 The adjoint (``warp_core.models.soft_body.adjoint``) differentiates the converged implicit
 step; VBD stops after a fixed number of iterations (``SoftBodyParams.iterations``, 10 by
 default), short of it, so the gradient is that of a slightly different rollout. On random
-bodies hanging from a swinging hold (box or sphere, materials and sizes drawn as in
-``soft_body_robustness.py``; contacts have no gradient yet), at two start points each (3x
+bodies hanging from a swinging hold or dropped onto the ground (box or sphere, materials
+and sizes drawn as in ``soft_body_robustness.py``), at two start points each (3x
 softer and 3x stiffer than the targets' hidden values, damping likewise), the loss
 0.5 |x - targets|^2 over three frames is differentiated by the adjoint and by central
 differences at +-1 % of each parameter (Young's modulus, Poisson ratio, damping time,
@@ -38,14 +38,19 @@ STARTS = (1.0 / 3.0, 3.0)  # start stiffness and damping as a multiple of the hi
 
 
 def scene(rng: np.random.Generator, iterations: int) -> tuple:
-    """(description, mesh, hidden params, goals, loss frames)."""
+    """(description, mesh, hidden params, goals or None, loss frames): a body hanging from a
+    swinging hold, or dropped onto the ground (as ``soft_body_robustness.py`` draws them)."""
     size = float(rng.uniform(0.15, 0.4))
+    hang = bool(rng.random() < 0.35)
     if rng.random() < 0.5:
         mesh = box_mesh((-size / 2, -size / 2, 0.0), (size / 2, size / 2, size), (2, 2, 2))
         kind = "box"
     else:
         mesh, kind = sphere_mesh(size / 2, 8, 12, centre=(0.0, 0.0, size / 2)), "sphere"
-    mesh.pin_weights = (mesh.vertices[:, 2] > size * (1.0 - 1e-6 if kind == "box" else 0.9)).astype(float)
+    if hang:
+        mesh.pin_weights = (mesh.vertices[:, 2] > size * (1.0 - 1e-6 if kind == "box" else 0.9)).astype(float)
+    drop = 0.0 if hang else float(rng.uniform(0.05, 0.3))
+    mesh.vertices[:, 2] += drop
     truth = SoftBodyParams(
         young_modulus=float(np.exp(rng.uniform(np.log(5e3), np.log(5e5)))),
         poisson_ratio=float(rng.uniform(0.1, 0.45)),
@@ -53,16 +58,22 @@ def scene(rng: np.random.Generator, iterations: int) -> tuple:
         density=float(rng.uniform(500.0, 2000.0)),
         lattice_cells=int(rng.integers(3, 6)),
         iterations=iterations,
+        ground=not hang,
     )
     last = int(rng.integers(16, 31))
     frames = sorted({int(f) for f in np.linspace(last / 3, last, 3)})
-    swing = float(rng.uniform(0.02, 0.1)) * size / 0.2
-    goals = np.repeat(mesh.vertices[None], last + 1, axis=0)
-    goals[:, :, 0] += swing * np.sin(np.linspace(0.0, float(rng.uniform(2.0, 6.0)), last + 1))[:, None]
-    return f"{kind} {size:.2f} m, {truth.lattice_cells} cells", mesh, truth, goals, frames
+    goals = None
+    if hang:
+        swing = float(rng.uniform(0.02, 0.1)) * size / 0.2
+        goals = np.repeat(mesh.vertices[None], last + 1, axis=0)
+        goals[:, :, 0] += swing * np.sin(np.linspace(0.0, float(rng.uniform(2.0, 6.0)), last + 1))[:, None]
+    text = (
+        f"{kind} {'hanging' if hang else f'dropped {drop:.2f} m'}, {size:.2f} m, {truth.lattice_cells} cells"
+    )
+    return text, mesh, truth, goals, frames
 
 
-def measure(mesh, truth: SoftBodyParams, goals: np.ndarray, frames: list[int], factor: float) -> dict:
+def measure(mesh, truth: SoftBodyParams, goals: np.ndarray | None, frames: list[int], factor: float) -> dict:
     sim = SoftBodySimulator(mesh, truth)
     targets = sim.rollout(frames[-1], frames, goals).numpy()
     start = truth.values()
@@ -123,7 +134,7 @@ def main() -> int:
                 for n, g in row["gradients"].items()
             )
             print(
-                f"{k:2d} {text:26s} x{factor:.2f}: {ratios}  residual {row['residual']:.1e} "
+                f"{k:2d} {text:42s} x{factor:.2f}: {ratios}  residual {row['residual']:.1e} "
                 f"forward {row['forward_s']:.2f} s adjoint {row['adjoint_s']:.2f} s",
                 flush=True,
             )
