@@ -6,22 +6,25 @@ is implicit Euler: VBD iterates towards the ``x'`` where every free node's resid
 
     r(x') = M / dt^2 (x' - y) - f(x'; x, theta) = 0,    y = x + dt v + dt^2 g,
 
-vanishes (``f``: the tets' stable Neo-Hookean and damping forces; ``theta``: each tet's
-materials and the nodes' masses), and then ``v' = (x' - x) / dt``. At such an ``x'``,
-``dx' = -H^-1 dr`` with ``H = dr/dx' = M / dt^2 - df/dx'``, so the adjoint of ``x'``
-(``xbar'``, what the loss and the later steps ask of it) becomes ``lam = H^-T xbar'``, one
-linear solve a substep, and is carried to the step's inputs and parameters by the partial
+vanishes (``f``: the tets' stable Neo-Hookean and damping forces and the ground's contact
+forces; ``theta``: each tet's materials, the contacts' stiffness and the nodes' masses),
+and then ``v' = (x' - x) / dt``. At such an ``x'``, ``dx' = -H^-1 dr`` with
+``H = dr/dx' = M / dt^2 - df/dx'``, so the adjoint of ``x'`` (``xbar'``, what the loss and
+the later steps ask of it) becomes ``lam = H^-T xbar'``, one linear solve a substep
+(``adjoint_step``), and is carried to the step's inputs and parameters by the partial
 derivatives of ``r``: ``xbar += M / dt^2 lam + (df/dx)^T lam``, ``vbar += M / dt lam``,
 ``materials_bar += (df/dmaterials)^T lam``, ``density_bar -= lam . (u (x' - y)) / dt^2``
 (``u``: the node masses per unit density).
 
 What is differentiated: the converged step. VBD runs a fixed number of iterations; where
 it stops short of the root, the gradient is that of the root, not of the rollout VBD made
-(:attr:`SoftBodyGradient.residual` says how far each step was from it). ``H^T p`` and
-``(df/d.)^T lam`` are reverse-mode products over the tet force kernel (``adjoint_kernels``),
-which calls the function VBD's solve calls; the solve is preconditioned CG with VBD's own
-3 x 3 vertex blocks. Contacts (ground, colliders) are not differentiated yet: a body that
-has any is refused.
+(:attr:`SoftBodyGradient.residual` says how far each step was from it; at VBD's default 10
+iterations a dropped body's steps are often far from it, see ``bench/soft_body_gradients.py``).
+Which nodes touch the ground, and where, is frozen as the solver found it. Collider
+contacts are not differentiated yet: a body with colliders is refused.
+
+A rollout inside a ``wp.Tape`` records itself and puts this backward pass on the tape
+(:func:`record_on_tape`), so the fit's L-BFGS and Adam take it like any tape gradient.
 
 Made by :func:`soft_body_gradient` for a ``SoftBodySimulator``; read by tests and the fit.
 """
@@ -40,7 +43,14 @@ from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
 
 # ``sim``: a SoftBodySimulator, whose rollouts on a tape call this module (so not imported)
 SoftBodySimulator = Any
-__all__ = ["Recorder", "SoftBodyGradient", "material_gradient", "soft_body_gradient"]
+__all__ = [
+    "SoftBodyGradient",
+    "backward",
+    "contact_refusal",
+    "material_gradient",
+    "record_on_tape",
+    "soft_body_gradient",
+]
 
 
 @dataclass
