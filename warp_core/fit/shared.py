@@ -72,6 +72,10 @@ class JointObjective:
         return sum(m.n_smoothed for m in self.members)
 
     @property
+    def gradient_residual(self) -> float:
+        return max(m.gradient_residual for m in self.members)
+
+    @property
     def device(self) -> str:
         return self.members[0].device
 

@@ -124,6 +124,8 @@ class ModelRollout(Protocol):
     positions: Any  # (frames, N) wp.array of vec3, on the tape when one is recording
     # what else the rollout found, by name, for the fit's report: the blender_cloth model
     # with collision objects puts "contacts" here (where and when the cloth touched them);
+    # the soft_body model, once a backward pass ran, "gradient_residual" (how far its solver's
+    # steps were from the converged steps its gradient assumes, relative to their forces);
     # empty where a model finds nothing more
     extras: dict[str, Any]
 

@@ -101,6 +101,8 @@ class FitObjective:
         self.n_forward = 0
         self.n_backward = 0
         self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
+        # the largest "gradient_residual" a backward pass reported (``ModelRollout.extras``)
+        self.gradient_residual = 0.0
         self.smoothed_last: tuple[str, ...] = ()  # free names the last stable gradient smoothed
         self._motion_norm: float | None = None  # see motion_norm
         self._cache: tuple[tuple, np.ndarray, Any, dict] | None = None
@@ -159,9 +161,7 @@ class FitObjective:
 
     def check_bounds(self, values: dict[str, float]) -> None:
         """Refuse (ValueError) a point outside the spec's bounds: it is not simulated."""
-        if self.spec is None:
-            return
-        for name, (lo, hi) in self.spec.bounds.items():
+        for name, (lo, hi) in (self.spec.bounds if self.spec is not None else {}).items():
             v = values.get(name)
             if v is not None and not (max(lo, 0.0) <= v <= hi):
                 raise ValueError(f"{name} = {v:.6g} is outside the fit's bounds [{lo:g}, {hi:g}]")
@@ -299,6 +299,7 @@ class FitObjective:
         self.check_diverged(rollout.numpy(), values)
         tape.backward(loss)
         self.n_backward += 1
+        self.gradient_residual = max(self.gradient_residual, rollout.extras.get("gradient_residual", 0.0))
         return value, rollout, tape
 
     # ------------------------------------------------------------------ reporting
@@ -347,8 +348,7 @@ class FitObjective:
         return self._motion_norm
 
     def contacts(self, values: dict[str, float]) -> dict | None:
-        """Where the rollout at ``values`` touched collision objects: the frames (scene
-        frame numbers) and how many vertices touched; None without colliders."""
+        """Where the rollout at ``values`` touched colliders (scene frames, vertices), or None."""
         self.positions(values)
         found = self._cache[3].get("contacts") if self._cache is not None else None
         if found is None:

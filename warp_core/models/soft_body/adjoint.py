@@ -140,7 +140,9 @@ def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any]
         sim.step_observer = None
 
     def pull() -> None:
-        found = backward(sim, recorder, frames, result.positions.grad.numpy()).parameters
+        gradient = backward(sim, recorder, frames, result.positions.grad.numpy())
+        result.extras["gradient_residual"] = gradient.residual
+        found = gradient.parameters
         grads = sim.params.grad.numpy() + np.array([found[n] for n in PARAMETER_NAMES], dtype=np.float32)
         sim.params.grad.assign(grads)
 

@@ -74,7 +74,7 @@ class SoftBodyRollout:
     positions: wp.array
     node_positions: wp.array | None = None
     node_velocities: wp.array | None = None
-    extras: dict = field(default_factory=dict)  # nothing more to report: always empty
+    extras: dict = field(default_factory=dict)  # "gradient_residual" after a backward pass
 
     @property
     def frozen(self) -> None:
