@@ -5,7 +5,11 @@ how many converged, how many of those replay off the targets (a fresh simulator 
 values over the tolerance: a wrong answer called a success), how many converged with a
 determined parameter more than 2 % off (the motion matches, the value does not), and the times.
 
-    python bench/soft_body_robustness.py [--seed 1] [--scenes 10] [--device cpu] [--out result.json]
+    python bench/soft_body_robustness.py [--seed 1] [--scenes 10] [--device cpu]
+        [--optimizer auto|lbfgs|adam] [--iterations N] [--out result.json]
+
+``--optimizer lbfgs`` fits on the model's adjoint gradient instead of Levenberg-Marquardt's
+finite differences; ``--iterations`` sets VBD's iterations a substep (default: the model's).
 """
 
 import argparse
@@ -59,6 +63,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--scenes", type=int, default=10)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--optimizer", default="auto", choices=("auto", "lm", "lbfgs", "adam"))
+    parser.add_argument("--iterations", type=int, help="VBD iterations a substep (default: the model's)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -66,6 +72,8 @@ def main() -> int:
     rows = []
     for k in range(args.scenes):
         text, mesh, truth, frames = scene(rng)
+        if args.iterations is not None:
+            truth = truth.replace(iterations=args.iterations)
         x = SoftBodySimulator(mesh, truth, device=args.device).rollout(frames[-1], frames).numpy()
         start = truth.replace(young_modulus=defaults.young_modulus, damping=defaults.damping)
         problem = FitProblem(
@@ -76,7 +84,7 @@ def main() -> int:
             model="soft_body",
         )
         t = time.perf_counter()
-        result = fit(problem, FitSettings(device=args.device, precision="float32"))
+        result = fit(problem, FitSettings(device=args.device, precision="float32", optimizer=args.optimizer))
         seconds = time.perf_counter() - t
         errors = {n: result.params[n] / getattr(truth, n) - 1.0 for n in ("young_modulus", "damping")}
         determined = [n for n in errors if n not in result.undetermined]

@@ -43,12 +43,16 @@ def page(name: str) -> str:
 
 
 def test_readme_promises_what_the_models_do() -> None:
-    """Cloth and soft bodies, each with what it really offers: soft bodies have no exact
-    gradient and no replay by Blender's own solver, and the README says so."""
+    """Cloth and soft bodies, each with what it really offers: soft bodies fit by finite
+    differences unless a script asks for their adjoint, which is only the rollout's gradient
+    where VBD converges, and Blender's own solver does not replay them; the README and the
+    soft-body page say so."""
     intro = " ".join(README[: README.index("\n## ")].split())
-    assert "soft body" in intro and "finite differences for soft bodies" in intro, intro
+    assert "soft body" in intro and "for soft bodies finite differences" in intro, intro
+    assert "the adjoint of their converged steps" in intro, intro
     text = page("soft-bodies.md")
-    assert "Blender cannot replay this model" in text and "records no gradients" in text
+    assert "Blender cannot replay this model" in text
+    assert "the gradient of the steps VBD converges to" in text and "raise *Iterations*" in text
 
 
 def test_readme_says_how_to_run_headless() -> None:

@@ -68,10 +68,10 @@ def test_the_registry_finds_the_model() -> None:
 
 
 def test_adam_is_refused_where_contacts_have_no_gradient() -> None:
-    settings = DROP.replace(ground=True, ground_height=-0.05)
+    settings = DROP.replace(colliders=(slab_collider("table", np.eye(4)[None]),))
     x = SoftBodySimulator(cube(), settings).rollout(4, [4]).numpy()
     problem = FitProblem(cube(), settings, [Target(4, x[0])], ["young_modulus"], model="soft_body")
-    with pytest.raises(FitError, match="contacts have no gradient yet, which Adam needs"):
+    with pytest.raises(FitError, match="collider contacts have no gradient yet, which Adam needs"):
         fit(problem, FitSettings(precision="float32", optimizer="adam"))
     with pytest.raises(FitError, match="gradient must be 'auto' or one of 'implicit', got 'stable'"):
         fit(problem, FitSettings(precision="float32", gradient="stable"))
