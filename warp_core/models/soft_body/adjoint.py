@@ -104,16 +104,22 @@ def soft_body_gradient(
     """d loss / d parameters of a rollout to ``frame_end``, given d loss / d (the embedded
     mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3): a
     recorded rollout, then :func:`backward`."""
+    recorder, _ = _recorded(sim, lambda: sim.rollout(frame_end, output_frames, goals))
+    return backward(sim, recorder, output_frames, position_grads)
+
+
+def _recorded(sim: SoftBodySimulator, run: Callable[[], Any]) -> tuple[Recorder, Any]:
+    """``run()``, a rollout of ``sim``, with a :class:`Recorder` watching its substeps;
+    NotImplementedError where the rollout has no gradient."""
     refusal = contact_refusal(sim)
     if refusal is not None:
         raise NotImplementedError(refusal)
     recorder = Recorder(sim)
     sim.step_observer = recorder
     try:
-        sim.rollout(frame_end, output_frames, goals)
+        return recorder, run()
     finally:
         sim.step_observer = None
-    return backward(sim, recorder, output_frames, position_grads)
 
 
 def contact_refusal(sim: SoftBodySimulator) -> str | None:
@@ -123,24 +129,16 @@ def contact_refusal(sim: SoftBodySimulator) -> str | None:
     return "the soft body's collider contacts have no gradient yet"
 
 
-def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any], frames: list[int]) -> Any:
+def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any]) -> Any:
     """Run ``run`` (a rollout of ``sim`` whose positions have a gradient array) recorded, and
     put its backward pass on ``tape``: d loss / d positions, as the tape's later launches
     leave it, into ``sim.params.grad`` (``PARAMETER_NAMES`` order)."""
     if sim.gradient != GRADIENT_KIND:
         raise ValueError(f"the soft body's gradient is {GRADIENT_KIND!r}, got {sim.gradient!r}")
-    refusal = contact_refusal(sim)
-    if refusal is not None:
-        raise NotImplementedError(refusal)
-    recorder = Recorder(sim)
-    sim.step_observer = recorder
-    try:
-        result = run()
-    finally:
-        sim.step_observer = None
+    recorder, result = _recorded(sim, run)
 
     def pull() -> None:
-        gradient = backward(sim, recorder, frames, result.positions.grad.numpy())
+        gradient = backward(sim, recorder, result.frames, result.positions.grad.numpy())
         result.extras["gradient_residual"] = gradient.residual
         found = gradient.parameters
         grads = sim.params.grad.numpy() + np.array([found[n] for n in PARAMETER_NAMES], dtype=np.float32)

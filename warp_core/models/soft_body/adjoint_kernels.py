@@ -26,31 +26,16 @@ def tet_forces(
     materials: wp.array2d(dtype=float),
     dt: float,
     forces: wp.array(dtype=wp.vec3),
+    blocks: wp.array(dtype=wp.mat33),
 ):
-    """Elastic plus damping force of tet t on its corner's node (accumulated per node)."""
+    """Elastic plus damping force of tet t on its corner's node, and that node's 3x3 block of
+    the force Jacobian VBD's vertex solve uses (exact for the elasticity, Gauss-Newton for
+    the damping: the adjoint's preconditioner), accumulated per node."""
     t, corner = wp.tid()
-    force, _block = tet_force_and_hessian(
+    force, block = tet_force_and_hessian(
         t, corner, x_prev, x, tets, poses[t], materials[t, 0], materials[t, 1], materials[t, 2], dt
     )
     wp.atomic_add(forces, tets[t, corner], force)
-
-
-@wp.kernel
-def tet_blocks(
-    x: wp.array(dtype=wp.vec3),
-    x_prev: wp.array(dtype=wp.vec3),
-    tets: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat33),
-    materials: wp.array2d(dtype=float),
-    dt: float,
-    blocks: wp.array(dtype=wp.mat33),
-):
-    """The 3x3 diagonal blocks of the tets' force Jacobian VBD's vertex solve uses (exact
-    for the elasticity, Gauss-Newton for the damping): the adjoint's preconditioner."""
-    t, corner = wp.tid()
-    _force, block = tet_force_and_hessian(
-        t, corner, x_prev, x, tets, poses[t], materials[t, 0], materials[t, 1], materials[t, 2], dt
-    )
     wp.atomic_add(blocks, tets[t, corner], block)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_kernels import ground_contact_forces, tet_blocks, tet_forces
+from .adjoint_kernels import ground_contact_forces, tet_forces
 
 __all__ = ["Recorder", "StepContacts", "StepOperator", "solve_adjoint"]
 
@@ -100,6 +100,7 @@ class StepOperator:
         self.grad_materials = wp.zeros_like(model.tet_materials)
         self.contacts: list | None = None
         self.contact_grads: tuple[wp.array, wp.array] | None = None
+        self.contact_stiffness: tuple[np.ndarray, np.ndarray] | None = None  # ke, kd (host)
 
     def at(self, x_end: np.ndarray, x_start: np.ndarray, contacts: StepContacts | None) -> None:
         self.x_end.assign(x_end.astype(np.float32))
@@ -131,57 +132,37 @@ class StepOperator:
             self.dt,
         ]
         self.contact_grads = (wp.zeros(n, dtype=float, device=d), wp.zeros(n, dtype=float, device=d))
+        self.contact_stiffness = (contacts.ke, contacts.kd)
 
-    def _tet_inputs(self) -> list:
+    def _launch(self, reverse: bool = False) -> None:
+        """The forces into ``out`` and the blocks into ``blocks_out``; ``reverse``: the
+        products of ``seed`` with their derivatives into the gradient arrays instead."""
         m = self.model
-        return [self.x_end, self.x_start, m.tet_indices, m.tet_poses, m.tet_materials, self.dt]
-
-    def _launch(self, forces: wp.array, blocks: wp.array, reverse: bool = False) -> None:
-        tets = (self.model.tet_count, 4)
+        outputs = [self.out, self.blocks_out]
+        tet_inputs = [self.x_end, self.x_start, m.tet_indices, m.tet_poses, m.tet_materials, self.dt]
         adjoint = {}
         if reverse:
             adjoint = {
                 "adj_inputs": [self.grad_end, self.grad_start, None, None, self.grad_materials, 0.0],
-                "adj_outputs": [self.seed],
-                "adjoint": True,
-            }
-        wp.launch(tet_forces, dim=tets, inputs=self._tet_inputs(), outputs=[forces], **adjoint)
-        if not reverse:
-            wp.launch(tet_blocks, dim=tets, inputs=self._tet_inputs(), outputs=[blocks])
-        if self.contacts is None:
-            return
-        inputs = [self.x_end, self.x_start, *self.contacts]
-        if reverse:
-            none = [None] * 6
-            ke_grad, kd_grad = self.contact_grads
-            adjoint = {
-                "adj_inputs": [
-                    self.grad_end,
-                    self.grad_start,
-                    *none,
-                    ke_grad,
-                    kd_grad,
-                    None,
-                    None,
-                    None,
-                    0.0,
-                    0.0,
-                ],
                 "adj_outputs": [self.seed, None],
                 "adjoint": True,
             }
-        wp.launch(
-            ground_contact_forces,
-            dim=len(self.contact_grads[0]),
-            inputs=inputs,
-            outputs=[forces, blocks],
-            **adjoint,
-        )
+        wp.launch(tet_forces, dim=(m.tet_count, 4), inputs=tet_inputs, outputs=outputs, **adjoint)
+        if self.contacts is None:
+            return
+        if reverse:
+            ke_grad, kd_grad = self.contact_grads
+            # the inputs: x, x_prev, 6 contact records, ke, kd, mu, radius, margin, 2 scalars
+            adj_inputs = [self.grad_end, self.grad_start, *[None] * 6, ke_grad, kd_grad, None, None, None]
+            adjoint["adj_inputs"] = [*adj_inputs, 0.0, 0.0]
+        n = len(self.contact_grads[0])
+        inputs = [self.x_end, self.x_start, *self.contacts]
+        wp.launch(ground_contact_forces, dim=n, inputs=inputs, outputs=outputs, **adjoint)
 
     def forces(self) -> np.ndarray:
         self.out.zero_()
         self.blocks_out.zero_()
-        self._launch(self.out, self.blocks_out)
+        self._launch()
         return self.out.numpy().astype(np.float64)
 
     def blocks(self) -> np.ndarray:
@@ -195,7 +176,7 @@ class StepOperator:
         if self.contacts is not None:
             for a in self.contact_grads:
                 a.zero_()
-        self._launch(self.out, self.blocks_out, reverse=True)
+        self._launch(reverse=True)
 
     def product(self, p: np.ndarray) -> np.ndarray:
         """``(df/dx')^T p``."""
@@ -208,7 +189,7 @@ class StepOperator:
         self._reverse(p)
         contact = 0.0
         if self.contacts is not None:
-            ke, kd = self.contacts[6].numpy(), self.contacts[7].numpy()
+            ke, kd = self.contact_stiffness
             ke_grad, kd_grad = (g.numpy().astype(np.float64) for g in self.contact_grads)
             contact = float(ke_grad @ ke + kd_grad @ kd)
         return (

@@ -270,9 +270,8 @@ class SoftBodySimulator(Unbatched):
         with suspended_tape() as tape:
             if tape is None:
                 return self._rollout(frame_end, output_frames, goals, keep_nodes)
-            frames = list(range(self.start_frame, frame_end + 1)) if output_frames is None else output_frames
             return record_on_tape(
-                self, tape, lambda: self._rollout(frame_end, frames, goals, keep_nodes), frames
+                self, tape, lambda: self._rollout(frame_end, output_frames, goals, keep_nodes)
             )
 
     def _rollout(
