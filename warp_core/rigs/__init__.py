@@ -1,12 +1,18 @@
 """Virtual fabric test rigs: the readings a fabric lab reports, taken off a cloth's state."""
 
+from .cantilever import CantileverReading, CantileverRig, cantilever_strip, rig_settings, run_cantilever
 from .readings import DrapeReading, bending_length, drape_reading, flexural_rigidity, shadow_radius, tip_angle
 
 __all__ = [
+    "CantileverReading",
+    "CantileverRig",
     "DrapeReading",
     "bending_length",
+    "cantilever_strip",
     "drape_reading",
     "flexural_rigidity",
+    "rig_settings",
+    "run_cantilever",
     "shadow_radius",
     "tip_angle",
 ]

@@ -1,0 +1,187 @@
+"""The cantilever bending test (ASTM D1388 / BS 3356) in Blender's cloth model.
+
+A strip lies along +x on a platform whose edge is the line x = 0, z = 0; the part on the
+platform is pinned (the platform holds it flat, Peirce's clamped end) and the overhang hangs
+free under gravity (-z). Once it has settled, the line from the platform edge to the tip
+falls ``theta`` below the horizontal and Peirce's elastica gives the bending length
+(``readings.bending_length``).
+
+Two things of the solver shape the rig:
+
+* **Mass scale.** At a real fabric's vertex mass (150 g/m^2 on 5 mm quads: 3.75 mg) the
+  weights are a few 1e-8 N against springs of stiffness 15 and the solver's errors outweigh
+  them: the strip does not hang (its tip even rises above the platform). The statics of an
+  inextensible strip depend on bending / mass only (the weight per length against the
+  bending stiffness), so the rig multiplies the vertex mass and the bending stiffness by one
+  factor, ``mass_scale``; the other stiffnesses stay as given, and the heavier strip still
+  stretches by under 1 %.
+* **No rest.** The solver keeps the strip trembling by a few tenths of a millimetre per
+  frame about its resting shape however long it runs (with bending off too, at any quality
+  from 3 to 40, and more, not less, with the CG tolerance tightened), so the rig reads the
+  shape averaged over a window of frames and calls the strip settled when that average
+  stops drifting, not when every frame stands still.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mesh import ClothMesh
+from ..models import get_model
+from ..models.blender_cloth.params import ClothParams
+from .readings import bending_length, tip_angle
+
+__all__ = ["CantileverReading", "CantileverRig", "cantilever_strip", "rig_settings", "run_cantilever"]
+
+
+@dataclass(frozen=True)
+class CantileverRig:
+    """The cantilever rig's geometry and how long it runs: made by the caller (a fit's rig
+    check, the tests, the bench script), read by :func:`cantilever_strip` and
+    :func:`run_cantilever`.
+
+    The mesh resolution is the artist's (Blender's bending stiffness acts per hinge, so the
+    same fabric needs a different value at another resolution): ``edge_m`` is the quad
+    edge length, and the width, platform length and overhang are whole numbers of edges.
+    """
+
+    width_m: float = 0.025  # the standards' 25 mm strip
+    edge_m: float = 0.005
+    platform_m: float = 0.02  # length resting (pinned) on the platform
+    overhang_m: float = 0.045
+    # vertex mass and bending stiffness are both multiplied by this (statics unchanged).
+    # Measured on a 45 mm overhang at air damping 10: at 100 the strip still creeps down
+    # after 1000 frames, at 10,000 it settles in 150 but trembles 3 mm a frame; at 1000 it
+    # settles in about 350 frames trembling 0.2 mm a frame
+    mass_scale: float = 1000.0
+    # air damping does not change the resting shape, only how it is reached, so the rig
+    # sets its own: at 1 the 50-frame means of the tip angle wander by +-1 deg about the
+    # resting shape, at 10 (overdamped: a slower approach) by +-0.2 deg
+    air_damping: float = 10.0
+    quality: int | None = None  # substeps per frame; None: the settings' quality
+    # the tip's mean position over each window of frames is compared with the last window's:
+    # on a settled 45 mm overhang successive 50-frame means move 1-3 micrometres a frame
+    # (0.1-0.2 deg of tip angle), on one still creeping down at frame 100 over 200
+    window_frames: int = 50
+    settle_m_per_frame: float = 4e-6
+    frame_limit: int = 1000
+
+    def edges_along(self, length_m: float, what: str) -> int:
+        """``length_m`` in whole edges (ValueError where it is not one)."""
+        count = round(length_m / self.edge_m)
+        if count < 1 or abs(count * self.edge_m - length_m) > 1e-9:
+            raise ValueError(f"the {what} ({length_m} m) must be a whole number of {self.edge_m} m edges")
+        return count
+
+
+@dataclass(frozen=True)
+class CantileverReading:
+    """What the cantilever rig reads off a settled strip: made by :func:`run_cantilever`, read
+    by the fabric fit's rig checks, the tests and the bench script."""
+
+    overhang_m: float
+    tip_angle_rad: float  # of the window-averaged centreline
+    # Peirce's, from the overhang and tip angle; NaN where the tip is not below the platform
+    # (an unscaled fabric's strip can even rise: its weight is below the solver's noise)
+    bending_length_m: float
+    settled: bool  # the windowed tip drifted less than the rig's tolerance before the limit
+    frames: int  # frames simulated
+    tip_motion_m: float  # largest tip motion from one frame to the next in the last window
+    tip_drift_m: float  # the last window's mean tip minus the one before, per frame
+
+    @property
+    def tip_angle_deg(self) -> float:
+        return math.degrees(self.tip_angle_rad)
+
+
+def cantilever_strip(rig: CantileverRig) -> tuple[ClothMesh, np.ndarray]:
+    """The strip as a quad mesh along +x (platform edge at x = 0, the platform's part at
+    x <= 0 pinned with weight 1), and its vertex indices as (rows across the width, columns
+    along x): ``grid[:, -1]`` is the tip edge."""
+    across = rig.edges_along(rig.width_m, "width") + 1
+    back = rig.edges_along(rig.platform_m, "platform length")
+    along = back + rig.edges_along(rig.overhang_m, "overhang") + 1
+    xs = (np.arange(along) - back) * rig.edge_m
+    ys = (np.arange(across) - 0.5 * (across - 1)) * rig.edge_m
+    grid = np.arange(across * along).reshape(across, along)
+    vertices = np.zeros((across * along, 3))
+    vertices[:, 0] = np.tile(xs, across)
+    vertices[:, 1] = np.repeat(ys, along)
+    quads = [
+        [grid[j, i], grid[j, i + 1], grid[j + 1, i + 1], grid[j + 1, i]]
+        for j in range(across - 1)
+        for i in range(along - 1)
+    ]
+    # the edge column too: the platform holds the strip flat up to its edge
+    pins = (np.arange(along) <= back).astype(np.float64)
+    return ClothMesh.from_polygons(vertices, quads, pin_weights=np.tile(pins, across)), grid
+
+
+def rig_settings(settings: ClothParams, rig: CantileverRig) -> ClothParams:
+    """The settings the rig simulates: mass and bending (its group maximum too) times the
+    rig's mass scale, the rig's air damping and quality, and none of the fitted scene's
+    colliders or force fields (the rig is a scene of its own). Gravity stays the settings'
+    but must point down -z, across the strip as it lies."""
+    gx, gy, gz = settings.gravity
+    if gx != 0.0 or gy != 0.0 or not gz < 0.0:
+        raise ValueError(f"the cantilever rig needs gravity along -z, got {settings.gravity}")
+    scale = rig.mass_scale
+    return settings.replace(
+        mass=settings.mass * scale,
+        bending_stiffness=settings.bending_stiffness * scale,
+        bending_stiffness_max=settings.bending_stiffness_max * scale,
+        air_damping=rig.air_damping,
+        quality=settings.quality if rig.quality is None else rig.quality,
+        colliders=(),
+        force_fields=(),
+    )
+
+
+def run_cantilever(
+    settings: ClothParams,
+    rig: CantileverRig | None = None,
+    device: str = "cpu",
+    precision: str = "float64",
+) -> CantileverReading:
+    """Hang the strip of ``rig`` with the cloth ``settings`` (a fabric's, at its real vertex
+    mass: the rig scales it) until the windowed tip stops drifting or ``frame_limit`` frames
+    have run, and read the tip angle and Peirce's bending length off the mean centreline
+    (the mean over the width) of the last window."""
+    rig = rig or CantileverRig()
+    if rig.window_frames < 2 or rig.frame_limit < rig.window_frames:
+        raise ValueError("a window of >= 2 frames and a frame limit of at least one window are needed")
+    mesh, grid = cantilever_strip(rig)
+    sim = get_model("blender_cloth").build(mesh, rig_settings(settings, rig), device, precision)
+    window = rig.window_frames
+    x, v = sim.rest_positions, None
+    previous = None
+    frames = 0
+    while True:
+        # a window at a time, each started from the last one's positions and velocities (the
+        # states are kept for the velocities; bit for bit one long rollout), so the rig
+        # stops as soon as the strip has settled
+        rollout = sim.rollout(sim.start_frame + window, x0=x, v0=v, keep_states=True)
+        x, v = rollout.state_x[-1], rollout.state_v[-1]
+        frames += window
+        centre = rollout.numpy()[1:][:, grid].mean(axis=1)  # (frames, columns, 3)
+        tip = centre[:, -1]
+        mean_tip = tip.mean(axis=0)
+        drift = math.inf if previous is None else float(np.linalg.norm(mean_tip - previous)) / window
+        settled = drift < rig.settle_m_per_frame
+        if settled or frames + window > rig.frame_limit:
+            break
+        previous = mean_tip
+    motion = float(np.linalg.norm(np.diff(tip, axis=0), axis=1).max())
+    angle = tip_angle(centre.mean(axis=0), np.zeros(3))
+    return CantileverReading(
+        overhang_m=rig.overhang_m,
+        tip_angle_rad=angle,
+        bending_length_m=bending_length(rig.overhang_m, angle) if 0.0 < angle < 0.5 * math.pi else math.nan,
+        settled=settled,
+        frames=frames,
+        tip_motion_m=motion,
+        tip_drift_m=drift,
+    )
