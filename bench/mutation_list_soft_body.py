@@ -11,8 +11,8 @@ SOFT_BODY = [
         "soft_contact_fixed",
         "soft body: contact stiffness stays where the simulator was built (not following E)",
         "warp_core/models/soft_body/simulator.py",
-        "set_contact_stiffness(self.scene, contact_stiffness(settings, self.lattice.cell_size))",
-        "contact_stiffness(settings, self.lattice.cell_size)",
+        "stiffness = contact_stiffness(self.materials.mean_young_modulus(settings), self.lattice.cell_size)",
+        "stiffness = self.scene.model.soft_contact_ke",
         SOFT_CORE,
     ),
     Mutation(
@@ -34,9 +34,9 @@ SOFT_BODY = [
     Mutation(
         "soft_damping_doubled",
         "soft body: Newton's k_damp twice the damping time's (tau mu instead of tau mu / 2)",
-        "warp_core/models/soft_body/scene.py",
-        "return float(params.damping) * params.lame()[0] / 2.0",
-        "return float(params.damping) * params.lame()[0]",
+        "warp_core/models/soft_body/params.py",
+        "return damping * mu / 2.0",
+        "return damping * mu",
         SOFT_CORE,
     ),
     Mutation(
@@ -58,9 +58,9 @@ SOFT_BODY = [
     Mutation(
         "soft_damping_time_1pc",
         "soft body: Newton's k_damp 1 % high (the damping time read 1 % long)",
-        "warp_core/models/soft_body/scene.py",
-        "return float(params.damping) * params.lame()[0] / 2.0",
-        "return 1.01 * float(params.damping) * params.lame()[0] / 2.0",
+        "warp_core/models/soft_body/params.py",
+        "return damping * mu / 2.0",
+        "return 1.01 * damping * mu / 2.0",
         SOFT_CORE,
     ),
     Mutation(

@@ -1,6 +1,7 @@
 """The soft-body model on a GPU: a cantilever against Euler-Bernoulli, the forward time of a
 54k-tet body against Newton's own VBD loop on the same model, a two-parameter fit of a
-50k-tet body, and CUDA against the CPU on a small body with a moving collider.
+50k-tet body and a fit of its three painted regions' stiffness, one adjoint gradient against
+one forward rollout, and CUDA against the CPU on a small body with a moving collider.
 
     python bench/soft_body_gpu.py [--device cuda:0] [--out result.json] [--skip cantilever,...]
 
@@ -24,7 +25,9 @@ import newton  # noqa: E402
 from soft_body_meshes import box_mesh  # noqa: E402
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
+from warp_core.fit.problem.maps import MapSpec  # noqa: E402
 from warp_core.models.soft_body import Collider, SoftBodyParams, SoftBodySimulator  # noqa: E402
+from warp_core.models.soft_body.adjoint import soft_body_gradient  # noqa: E402
 
 RHO, G = 1000.0, 9.81
 FIT_BUDGET_S = 240.0  # the fit stops there (outcome "budget") rather than run on
@@ -189,6 +192,78 @@ def two_parameter_fit(device: str) -> dict:
     }
 
 
+REGION_YOUNG_MODULUS = (5e4, 2.5e5, 1e5)  # the slab's thirds along x: a 5x contrast
+
+
+def three_region_fit(device: str, optimizer: str = "auto") -> dict:
+    """The slab of :func:`two_parameter_fit` painted in three thirds along x of hidden Young's
+    modulus ``REGION_YOUNG_MODULUS``, fitted from the default 1e5 everywhere (the regions'
+    values only), targets at frames 10, 20 and 30."""
+    mesh, truth = slab(28)
+    third = np.minimum(((mesh.vertices[:, 0] + 0.75) / 0.5 + 1e-6).astype(int), 2)
+    regions = {f"r{k}": (third == k) * 1.0 for k in range(3)}
+    hidden = np.array(REGION_YOUNG_MODULUS)[third]
+    lo, hi = hidden.min(), hidden.max()
+    mesh.young_modulus_weight = (hidden - lo) / (hi - lo)
+    frames = [10, 20, 30]
+    sim = SoftBodySimulator(mesh, truth.replace(young_modulus=lo, young_modulus_max=hi), device=device)
+    x = sim.rollout(30, frames).numpy()
+    mesh.young_modulus_weight = None
+    problem = FitProblem(
+        mesh,
+        truth,
+        [Target(f, x[k]) for k, f in enumerate(frames)],
+        [],
+        model="soft_body",
+        maps=[MapSpec("stiffness", regions)],
+    )
+    settings = FitSettings(device=device, precision="float32", optimizer=optimizer)
+    settings.time_budget_s = FIT_BUDGET_S
+    t = time.perf_counter()
+    result = fit(problem, settings)
+    seconds = time.perf_counter() - t
+    errors = [result.params[f"stiffness:r{k}"] / e - 1.0 for k, e in enumerate(REGION_YOUNG_MODULUS)]
+    return {
+        "tets": sim.tet_count,
+        "optimizer": optimizer,
+        "seconds": seconds,
+        "outcome": result.outcome,
+        "region_errors": errors,
+        "rmse_m": result.rmse,
+        "rollouts": result.n_forward,
+        "backward": result.n_backward,
+    }
+
+
+def adjoint_cost(device: str) -> dict:
+    """One adjoint gradient (its recorded rollout included) against one forward rollout of
+    the slab dropped 30 frames, at VBD's default 10 iterations and at 60."""
+    out = {}
+    for iterations in (10, 60):
+        mesh, params = slab(28)
+        params = params.replace(iterations=iterations)
+        frames = [10, 20, 30]
+        sim = SoftBodySimulator(mesh, params, device=device)
+        x = sim.rollout(30, frames).numpy()
+        sim.set_params({"young_modulus": 1.3 * params.young_modulus})
+        soft_body_gradient(sim, 30, frames, sim.rollout(30, frames).numpy() - x)  # warm-up
+        wp.synchronize_device(device)
+        t = time.perf_counter()
+        y = sim.rollout(30, frames).numpy()
+        forward_s = time.perf_counter() - t
+        t = time.perf_counter()
+        gradient = soft_body_gradient(sim, 30, frames, y - x)
+        gradient_s = time.perf_counter() - t
+        out[f"iterations_{iterations}"] = {
+            "forward_s": forward_s,
+            "gradient_s": gradient_s,
+            "ratio": gradient_s / forward_s,
+            "residual": gradient.residual,
+            "solve_products": gradient.solve_products,
+        }
+    return out
+
+
 def cuda_vs_cpu(device: str) -> dict:
     """A 20 cm cube dropped on a slab that rises under it, then the ground: CUDA against CPU."""
     cube = box_mesh((-0.1, -0.1, 0.1), (0.1, 0.1, 0.3), (2, 2, 2))
@@ -209,7 +284,9 @@ def main() -> int:
     )
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--skip", default="", help="comma-separated: cantilever, forward, fit, cpu")
+    parser.add_argument(
+        "--skip", default="", help="comma-separated: cantilever, forward, fit, regions, adjoint, cpu"
+    )
     args = parser.parse_args()
     wp.config.quiet = True
     skip = set(filter(None, args.skip.split(",")))
@@ -218,6 +295,8 @@ def main() -> int:
         ("cpu", cuda_vs_cpu),
         ("forward", forward),
         ("fit", two_parameter_fit),
+        ("regions", three_region_fit),
+        ("adjoint", adjoint_cost),
         ("cantilever", cantilever),
     ):
         if key in skip:

@@ -14,14 +14,32 @@ def fan_triangles(polygons: list) -> np.ndarray:
     return np.array(tris, dtype=np.int32).reshape(-1, 3)
 
 
+def rest_edges(mesh: ClothMesh) -> tuple[np.ndarray, np.ndarray]:
+    """The mesh's edges of non-zero length and their rest lengths (:func:`max_edge_stretch`)."""
+    edges = mesh.edges
+    rest = np.linalg.norm(mesh.vertices[edges[:, 1]] - mesh.vertices[edges[:, 0]], axis=1)
+    return edges[rest > 0.0], rest[rest > 0.0]
+
+
+def max_edge_stretch(positions: np.ndarray, edges: np.ndarray, rest_lengths: np.ndarray) -> float:
+    """Largest length over rest length of ``edges`` ((E, 2), rest lengths > 0) in ``positions``
+    (frames, N, 3): how a fit tells a torn-apart (diverged) rollout; 1 without edges."""
+    if not len(edges):
+        return 1.0
+    lengths = np.linalg.norm(positions[:, edges[:, 1]] - positions[:, edges[:, 0]], axis=2)
+    return float((lengths / rest_lengths).max())
+
+
 # Per-vertex weights of the cloth modifier's stiffness vertex groups (None: no group).
 STIFFNESS_WEIGHT_FIELDS: tuple[str, ...] = (
     "structural_stiffness_weight",
     "shear_stiffness_weight",
     "bending_stiffness_weight",
 )
+# Per-vertex weights of the soft body's material groups (None: no group).
+SOFT_BODY_WEIGHT_FIELDS: tuple[str, ...] = ("young_modulus_weight", "damping_weight")
 # Per-vertex weights of the modifier's vertex groups (None: no group).
-VERTEX_GROUP_FIELDS: tuple[str, ...] = (*STIFFNESS_WEIGHT_FIELDS, "shrink_weight")
+VERTEX_GROUP_FIELDS: tuple[str, ...] = (*STIFFNESS_WEIGHT_FIELDS, "shrink_weight", *SOFT_BODY_WEIGHT_FIELDS)
 
 
 @dataclass
@@ -34,7 +52,9 @@ class ClothMesh:
     cloth modifier's pin group (0 where a vertex is not in the group). The
     ``*_stiffness_weight`` arrays are the weights of the modifier's structural, shear and
     bending stiffness groups (0 outside the group), None where no group is set;
-    ``shrink_weight`` those of its shrinking group the same way.
+    ``shrink_weight`` those of its shrinking group the same way. A soft body's
+    ``young_modulus_weight`` and ``damping_weight`` are those of its groups that blend
+    Young's modulus and the damping towards their maxima (``soft_body.materials``).
     """
 
     vertices: np.ndarray  # (N, 3) float64, world space, metres
@@ -46,6 +66,8 @@ class ClothMesh:
     shear_stiffness_weight: np.ndarray | None = None
     bending_stiffness_weight: np.ndarray | None = None
     shrink_weight: np.ndarray | None = None
+    young_modulus_weight: np.ndarray | None = None
+    damping_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float64).reshape(-1, 3)

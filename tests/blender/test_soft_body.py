@@ -11,7 +11,7 @@ import shutil
 import bpy
 import numpy as np
 import pytest
-from addon_scenes import addon_module, bake, model_trajectory, modifier_stack, pc2, playback
+from addon_scenes import addon_module, bake, model_trajectory, modifier_stack, object_model, pc2, playback
 from blender_ref import _PACKAGE
 from soft_body_scenes import (
     add_targets,
@@ -280,3 +280,30 @@ def test_the_model_follows_the_physics_modifier_by_default(tmp_path) -> None:
     assert registry.object_model(jelly).name == "blender_cloth"
     jelly.fit_to_target.model = "SOFT_BODY"  # picked: kept whatever the modifiers
     assert registry.object_model(jelly).name == "soft_body"
+
+
+def test_a_stiffness_group_blends_youngs_modulus_as_painted() -> None:
+    """The object's Stiffness Group reaches the simulation: a cube painted whole at weight 1
+    moves as the Max without a group (the same bits), half painted it moves as neither, with
+    the painted vertices' weights; a group the object does not have is refused by name."""
+    ob = soft_object("cube", name="Jelly", cells=2)
+    s = ob.fit_to_target_soft_body
+    s.young_modulus, s.young_modulus_max = 2e4, 2e5
+    soft = model_trajectory(ob, 12)
+    stiff = model_trajectory(ob, 12, {"young_modulus": 2e5})
+    group = ob.vertex_groups.new(name="Stiff")
+    group.add(range(len(ob.data.vertices)), 1.0, "REPLACE")
+    s.young_modulus_group = "Stiff"
+    np.testing.assert_array_equal(model_trajectory(ob, 12), stiff)
+    lower = [v.index for v in ob.data.vertices if v.co.z < 0.0]
+    group.remove([v.index for v in ob.data.vertices if v.co.z >= 0.0])
+    half = model_trajectory(ob, 12)
+    for whole in (soft, stiff):
+        assert np.abs(half - whole).max() > 1e-3
+    mesh = object_model(ob).read_geometry(ob, bpy.context.evaluated_depsgraph_get())
+    assert set(np.flatnonzero(mesh.young_modulus_weight)) == set(lower)
+    assert mesh.damping_weight is None
+
+    s.young_modulus_group = "Gone"
+    with pytest.raises(ValueError, match="Jelly: the Stiffness Group 'Gone' is not a vertex group"):
+        object_model(ob).read_geometry(ob, bpy.context.evaluated_depsgraph_get())

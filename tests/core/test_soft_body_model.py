@@ -166,7 +166,7 @@ def test_set_params_changes_the_motion_and_restores_it_exactly() -> None:
     sim.set_params({"young_modulus": 4e4})
     stiff = sim.rollout(10).numpy()
     assert -0.2 - stiff[-1, :, 2].min() < 0.5 * -sag  # four times stiffer: a quarter of the sag
-    np.testing.assert_array_equal(sim.params.numpy(), np.float32([4e4, 0.3, 0.02, 1000.0]))
+    np.testing.assert_array_equal(sim.params.numpy(), np.float32([4e4, 0.3, 0.02, 1000.0, 1e5, 0.01]))
     sim.set_params({"density": 3000.0})
     heavy = sim.rollout(10).numpy()
     assert heavy[-1, :, 2].min() < stiff[-1, :, 2].min() - 1e-3

@@ -22,8 +22,17 @@ def _row(name: str, text: str = "") -> ParameterRow:
 
 
 GROUPS = (
-    ParameterGroup("Material", (_row("young_modulus"), _row("poisson_ratio"), _row("density"))),
-    ParameterGroup("Damping", (_row("damping"),)),
+    ParameterGroup(
+        "Material",
+        (_row("young_modulus"), _row("young_modulus_max"), _row("poisson_ratio"), _row("density")),
+    ),
+    ParameterGroup("Damping", (_row("damping"), _row("damping_max"))),
+)
+# the vertex groups the maxima act through: the setting naming one, the mesh field its
+# weights go to (``ClothMesh``), its label
+MAP_GROUPS = (
+    ("young_modulus_group", "young_modulus_weight", "Stiffness Group"),
+    ("damping_group", "damping_weight", "Damping Group"),
 )
 
 
@@ -42,3 +51,6 @@ def draw_simulation(layout: bpy.types.UILayout, values: Any) -> None:
     sub.active = values.ground
     sub.prop(values, "ground_height", text="")
     col.prop(values, "friction")
+    ob = values.id_data
+    for name, _, _ in MAP_GROUPS:
+        col.prop_search(values, name, ob, "vertex_groups")

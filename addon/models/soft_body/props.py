@@ -7,7 +7,7 @@ definitions from the class annotations.
 """
 
 import bpy
-from bpy.props import BoolProperty, FloatProperty, IntProperty, PointerProperty
+from bpy.props import BoolProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
 from ....warp_core.models.soft_body.params import PARAMETER_BOUNDS, SoftBodyParams
 
@@ -43,6 +43,29 @@ class FIT_PG_soft_body(bpy.types.PropertyGroup):
         precision=5,
     )
     density: _bounded("density", "Density", "Mass per volume in kg/m^3 (water 1000)")
+    young_modulus_max: _bounded(
+        "young_modulus_max",
+        "Young's Modulus Max",
+        "Young's modulus where the Stiffness Group's weight is 1 (a weight blends from Young's "
+        "Modulus to this)",
+        soft_min=100.0,
+        soft_max=1e8,
+    )
+    damping_max: _bounded(
+        "damping_max",
+        "Damping Max",
+        "Damping where the Damping Group's weight is 1 (a weight blends from Damping to this)",
+        precision=5,
+    )
+    young_modulus_group: StringProperty(
+        name="Stiffness Group",
+        description="Vertex group whose weights blend Young's modulus towards its Max (the body "
+        "under a painted vertex takes its weight)",
+    )
+    damping_group: StringProperty(
+        name="Damping Group",
+        description="Vertex group whose weights blend the damping towards its Max",
+    )
     substeps: IntProperty(
         name="Substeps",
         description="Solver steps per frame (more: stiffer materials stay stable)",

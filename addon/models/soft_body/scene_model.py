@@ -34,7 +34,7 @@ from ...scene.steps import StepGenerator
 from ..base import NoFrameSampler, as_type_of, plain
 from ..blender_cloth.fields import acting_fields
 from ..parameter_rows import draw_parameter_groups
-from .panel_rows import GROUPS, draw_simulation
+from .panel_rows import GROUPS, MAP_GROUPS, draw_simulation
 
 NAME = "soft_body"
 DEFAULT_FIT = ("young_modulus", "damping")
@@ -173,13 +173,32 @@ def read_geometry(ob: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> Cloth
     mod = _require(ob)
     group = mod.settings.vertex_group_goal if mod.settings.use_goal else ""
     if input_is_object_data(ob, mod, depsgraph):
-        return read_mesh(
+        mesh = read_mesh(
             ob.data, object_matrix(ob.evaluated_get(depsgraph)), vertex_group_weights(ob.data, ob, group)
         )
+        return _with_material_groups(mesh, ob, ob.data)
     with modifier_input_stack(ob, mod, depsgraph):
         ob_eval = ob.evaluated_get(depsgraph)
         me = ob_eval.data
-        return read_mesh(me, object_matrix(ob_eval), vertex_group_weights(me, ob, group))
+        mesh = read_mesh(me, object_matrix(ob_eval), vertex_group_weights(me, ob, group))
+        return _with_material_groups(mesh, ob, me)
+
+
+def _with_material_groups(mesh: ClothMesh, ob: bpy.types.Object, me: bpy.types.Mesh) -> ClothMesh:
+    """``mesh`` with the weights of the object's stiffness and damping groups (None where no
+    group is named); ValueError naming a group the object does not have."""
+    values = model_settings(ob)
+    for setting, field, label in MAP_GROUPS:
+        name = getattr(values, setting)
+        if not name:
+            continue
+        if name not in ob.vertex_groups:
+            raise ValueError(
+                f"{ob.name}: the {label} '{name}' is not a vertex group of the object; "
+                "pick one of its groups or clear the field"
+            )
+        setattr(mesh, field, vertex_group_weights(me, ob, name))
+    return mesh
 
 
 def check_geometry(mesh: ClothMesh) -> None:

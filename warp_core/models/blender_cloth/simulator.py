@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
-from ...mesh import ClothMesh
+from ...mesh import ClothMesh, max_edge_stretch
 from ...tape import suspended_tape
 from .adjoint import BackwardWorkspace, record_rollout_backward
 from .arrays import ClothArrays
@@ -188,11 +188,7 @@ class ClothSimulator:
 
     def max_stretch(self, positions: np.ndarray) -> float:
         """Largest structural spring length over its rest length in ``positions`` (frames, N, 3)."""
-        edges, rest = self._structural_rest
-        if not len(edges):
-            return 1.0
-        lengths = np.linalg.norm(positions[:, edges[:, 1]] - positions[:, edges[:, 0]], axis=2)
-        return float((lengths / rest).max())
+        return max_edge_stretch(positions, *self._structural_rest)
 
     def param_values(self) -> dict[str, float]:
         return dict(zip(ALL_PARAMETER_NAMES, self.params.numpy().astype(float), strict=True))

@@ -39,7 +39,8 @@ import numpy as np
 import warp as wp
 
 from .adjoint_step import Recorder, StepOperator, solve_adjoint
-from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
+from .materials import parameter_gradient
+from .params import GRADIENT_KIND, PARAMETER_NAMES
 
 # ``sim``: a SoftBodySimulator, whose rollouts on a tape call this module (so not imported)
 SoftBodySimulator = Any
@@ -47,7 +48,6 @@ __all__ = [
     "SoftBodyGradient",
     "backward",
     "contact_refusal",
-    "material_gradient",
     "record_on_tape",
     "soft_body_gradient",
 ]
@@ -58,26 +58,10 @@ class SoftBodyGradient:
     """The loss's derivatives by the soft body's parameters: made by
     :func:`soft_body_gradient`, read by tests and the fit."""
 
-    parameters: dict[str, float]  # young_modulus, poisson_ratio, damping, density
+    parameters: dict[str, float]  # every one of PARAMETER_NAMES
     tet_materials: np.ndarray  # (T, 3): d loss / d (k_mu, k_lambda, k_damp) of every tet
     residual: float  # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (0: converged)
     solve_products: int  # the most Hessian products any substep's adjoint solve took
-
-
-def material_gradient(settings: SoftBodyParams, tet_materials_bar: np.ndarray) -> dict[str, float]:
-    """Chain d loss / d (k_mu, k_lambda, k_damp) summed over the tets to (E, nu, tau):
-    mu = E / (2 (1 + nu)), lambda = E nu / ((1 + nu)(1 - 2 nu)), k_damp = tau mu / 2."""
-    e, nu, tau = float(settings.young_modulus), float(settings.poisson_ratio), float(settings.damping)
-    mu_bar, lam_bar, damp_bar = tet_materials_bar.sum(axis=0)
-    dmu_de, dmu_dnu = 1.0 / (2.0 * (1.0 + nu)), -e / (2.0 * (1.0 + nu) ** 2)
-    denominator = (1.0 + nu) * (1.0 - 2.0 * nu)
-    dlam_de, dlam_dnu = nu / denominator, e * (1.0 + 2.0 * nu**2) / denominator**2
-    mu = e * dmu_de
-    return {
-        "young_modulus": mu_bar * dmu_de + lam_bar * dlam_de + damp_bar * 0.5 * tau * dmu_de,
-        "poisson_ratio": mu_bar * dmu_dnu + lam_bar * dlam_dnu + damp_bar * 0.5 * tau * dmu_dnu,
-        "damping": damp_bar * 0.5 * mu,
-    }
 
 
 def _node_grads(sim: SoftBodySimulator, output_frames: list[int], position_grads: np.ndarray) -> dict:
@@ -197,8 +181,9 @@ def backward(
         x_bar = np.where(free[:, None], mass[:, None] / dt**2 * lam + f_start_bar - v_bar / dt, 0.0)
         v_bar = np.where(free[:, None], mass[:, None] / dt * lam, 0.0)
 
-    parameters = material_gradient(settings, materials_bar)
-    # the contacts' stiffness and damping are proportional to Young's modulus
-    parameters["young_modulus"] += contact_bar / float(settings.young_modulus)
-    parameters["density"] = density_bar
+    # the maps' gradients too (``materials``): the contacts' stiffness and damping follow
+    # the mean Young's modulus
+    found = parameter_gradient(settings, sim.materials.tet_weights, materials_bar, contact_bar)
+    sim.materials.keep_gradient(settings, found.per_tet)
+    parameters = {**found.parameters, "density": density_bar}
     return SoftBodyGradient(parameters, materials_bar, worst_residual, most_products)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...mesh import ClothMesh
-from ..base import Parameter
+from ..base import MapRange, Parameter
+from .materials import MAP_KINDS
 from .params import GRADIENT_KIND, MODEL_NAME, PARAMETER_BOUNDS, PARAMETER_NAMES, SoftBodyParams
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 # The fit works on log(value): where the hard limit is 0, these are the smallest values it
 # tries. A Poisson ratio of 0.01 is as good as 0 for any body (lateral strain 1 % of the
 # axial); a damping time of 10 us damps a 100 Hz vibration by 0.3 % of critical.
-PARAMETER_FLOORS: dict[str, float] = {"poisson_ratio": 0.01, "damping": 1e-5}
+PARAMETER_FLOORS: dict[str, float] = {"poisson_ratio": 0.01, "damping": 1e-5, "damping_max": 1e-5}
 # Where real soft materials lie (gels to hard rubber, and their densities); the global
 # search spreads its start points over these ranges, they do not limit the fit.
 PARAMETER_PLAUSIBLE: dict[str, tuple[float, float]] = {
@@ -22,25 +23,34 @@ PARAMETER_PLAUSIBLE: dict[str, tuple[float, float]] = {
     "poisson_ratio": (0.05, 0.49),
     "damping": (1e-4, 1.0),
     "density": (100.0, 3000.0),
+    "young_modulus_max": (1.0e3, 1.0e8),
+    "damping_max": (1e-4, 1.0),
 }
 LABELS = {
     "young_modulus": "Young's modulus",
     "poisson_ratio": "Poisson ratio",
     "damping": "Damping",
     "density": "Density",
+    "young_modulus_max": "Young's modulus max",
+    "damping_max": "Damping max",
 }
 
 
 class SoftBodyModel:
     """Parameters are the soft body's material: Young's modulus (Pa), Poisson ratio,
-    damping (s, stiffness-proportional) and density (kg/m^3)."""
+    damping (s, stiffness-proportional) and density (kg/m^3), and the Young's modulus and
+    damping that the painted maps blend towards (``materials``)."""
 
     name = MODEL_NAME
     label = "Soft Body (VBD)"
     differentiable = True  # a rollout on a tape records its implicit adjoint (``adjoint``)
     gradient_kinds: tuple[str, ...] = (GRADIENT_KIND,)
-    map_kinds: tuple[str, ...] = ()  # no per-vertex weight maps
-    map_ranges: dict = {}  # so none is fitted
+    # painted maps of Young's modulus and damping (``materials``), fitted as regions
+    map_kinds: tuple[str, ...] = MAP_KINDS
+    map_ranges = {
+        "stiffness": MapRange(("young_modulus",), ("young_modulus_max",)),
+        "damping": MapRange(("damping",), ("damping_max",)),
+    }
 
     def __init__(self) -> None:
         defaults = SoftBodyParams()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -20,11 +21,26 @@ PARAMETER_BOUNDS: dict[str, tuple[float, float]] = {
     "poisson_ratio": (0.0, 0.49),
     "damping": (0.0, 10.0),
     "density": (1.0, 25000.0),
+    # Young's modulus and damping where a material map's weight is 1 (``materials``)
+    "young_modulus_max": (1.0, 1.0e10),
+    "damping_max": (0.0, 10.0),
 }
 PARAMETER_NAMES: tuple[str, ...] = tuple(PARAMETER_BOUNDS)
 # the model's one kind of gradient (``FitSettings.gradient``): the adjoint of its converged
 # implicit steps (``adjoint``)
 GRADIENT_KIND = "implicit"
+
+
+def lame_parameters(e: Any, nu: float) -> tuple[Any, Any]:
+    """(mu, lambda) of Young's modulus ``e`` (a number or an array of them) and Poisson
+    ratio ``nu``: mu = E / (2 (1 + nu)), lambda = E nu / ((1 + nu) (1 - 2 nu))."""
+    return e / (2.0 * (1.0 + nu)), e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+
+
+def viscosity(damping: Any, mu: Any) -> Any:
+    """Newton's tetrahedral ``k_damp`` (Pa s) of the damping time ``damping`` (s) and shear
+    modulus ``mu`` (see ``scene``): ``tau * mu / 2``."""
+    return damping * mu / 2.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,10 @@ class SoftBodyParams:
     poisson_ratio: float = 0.3
     damping: float = 0.01
     density: float = 1000.0
+    # where the stiffness and damping maps' weight is 1 (``materials``): a weight blends
+    # from the value above to these, as Blender's cloth stiffness groups blend to their Max
+    young_modulus_max: float = 1.0e5
+    damping_max: float = 0.01
     # solver: VBD substeps per frame and vertex-block iterations per substep
     substeps: int = 4
     iterations: int = 10
@@ -113,10 +133,8 @@ class SoftBodyParams:
         return SoftBodyParams(**d)
 
     def lame(self) -> tuple[float, float]:
-        """(mu, lambda), Newton's k_mu and k_lambda: mu = E / (2 (1 + nu)),
-        lambda = E nu / ((1 + nu) (1 - 2 nu))."""
-        e, nu = float(self.young_modulus), float(self.poisson_ratio)
-        return e / (2.0 * (1.0 + nu)), e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+        """(mu, lambda), Newton's k_mu and k_lambda (:func:`lame_parameters`)."""
+        return lame_parameters(float(self.young_modulus), float(self.poisson_ratio))
 
     def validate(self) -> None:
         """Raise ValueError naming the first out-of-range or non-finite value."""

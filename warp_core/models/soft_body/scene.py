@@ -29,7 +29,7 @@ import warp as wp
 
 from .lattice import Lattice
 from .motion import collider_poses
-from .params import SoftBodyParams
+from .params import SoftBodyParams, viscosity
 
 __all__ = [
     "CONTACT_STIFFNESS_CELLS",
@@ -78,7 +78,7 @@ class NewtonScene:
 
 def newton_damping(params: SoftBodyParams) -> float:
     """Newton's ``k_damp`` (Pa s) for the damping time ``params.damping`` (s)."""
-    return float(params.damping) * params.lame()[0] / 2.0
+    return viscosity(float(params.damping), params.lame()[0])
 
 
 def _shape_config(stiffness: float, friction: float) -> newton.ModelBuilder.ShapeConfig:
@@ -117,7 +117,7 @@ def build_scene(
     Everything is placed relative to ``origin`` (world)."""
     mu, lam = params.lame()
     h = lattice.cell_size
-    stiffness = contact_stiffness(params, h)
+    stiffness = contact_stiffness(float(params.young_modulus), h)
     builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=tuple(float(g) for g in params.gravity))
     builder.add_soft_mesh(
         pos=wp.vec3(0.0, 0.0, 0.0),
@@ -171,8 +171,10 @@ def set_density(scene: NewtonScene, density: float, pinned: np.ndarray) -> None:
     scene.model.particle_inv_mass.assign(inv.astype(np.float32))
 
 
-def contact_stiffness(params: SoftBodyParams, cell_size: float) -> float:
-    return CONTACT_STIFFNESS_CELLS * float(params.young_modulus) * float(cell_size)
+def contact_stiffness(young_modulus: float, cell_size: float) -> float:
+    """The penalty stiffness (N/m) of a body of ``young_modulus`` (Pa; with painted maps,
+    the tets' mean) in a lattice of ``cell_size`` (m)."""
+    return CONTACT_STIFFNESS_CELLS * float(young_modulus) * float(cell_size)
 
 
 def set_contact_stiffness(scene: NewtonScene, stiffness: float) -> None:
@@ -186,9 +188,6 @@ def set_contact_stiffness(scene: NewtonScene, stiffness: float) -> None:
         model.shape_material_kd.fill_(stiffness * CONTACT_DAMPING_TIME)
 
 
-def set_material(scene: NewtonScene, params: SoftBodyParams) -> None:
-    """Every tet's (k_mu, k_lambda, k_damp) from ``params``, in place."""
-    mu, lam = params.lame()
-    materials = np.empty((scene.model.tet_count, 3), dtype=np.float32)
-    materials[:] = (mu, lam, newton_damping(params))
-    scene.model.tet_materials.assign(materials)
+def set_material(scene: NewtonScene, materials: np.ndarray) -> None:
+    """Every tet's (k_mu, k_lambda, k_damp) ((T, 3), ``materials.tet_materials``), in place."""
+    scene.model.tet_materials.assign(np.asarray(materials, dtype=np.float32))

@@ -33,18 +33,19 @@ kernel so that Newton sizes its buffers outside a capture.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import warp as wp
 
 from ...capture import graph_capture
-from ...mesh import ClothMesh
+from ...mesh import ClothMesh, max_edge_stretch, rest_edges
 from ...tape import suspended_tape
 from .adjoint import contact_refusal, record_on_tape
 from .kernels import embed_vertices, nodes_to_world, set_body_poses, set_pinned_nodes
 from .lattice import Lattice, build_lattice
+from .materials import MAP_FIELDS, MaterialMaps
 from .motion import checked_goals, pinned_node_goals
 from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
 from .scene import (
@@ -132,6 +133,9 @@ class SoftBodySimulator(Unbatched):
         self._origin = wp.vec3(*self.origin.astype(np.float32))
         self.scene: NewtonScene = build_scene(lat, params, self.pinned_nodes, self.device, self.origin)
         self._control = self.scene.model.control()
+        self.materials = MaterialMaps(mesh.vertices, lat.nodes[lat.tets].mean(axis=1))
+        painted = {kind: getattr(mesh, name) for kind, name in MAP_FIELDS.items()}
+        self.materials.paint({kind: w for kind, w in painted.items() if w is not None})
 
         d = self.device
         self.params = wp.array(self._values(params), dtype=wp.float32, device=d, requires_grad=True)
@@ -154,7 +158,8 @@ class SoftBodySimulator(Unbatched):
         self.step_observer: Callable[[object], None] | None = None
         self._graphs: dict[int, object] = {}
         self._warmed = False  # a frame has run kernel by kernel (Newton sized its buffers)
-        self._edges, self._rest_lengths = self._mesh_edges(mesh)
+        self._set_material(params)  # with the painted maps
+        self._edges, self._rest_lengths = rest_edges(mesh)
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -191,35 +196,40 @@ class SoftBodySimulator(Unbatched):
         settings = self.settings.replace(**{k: float(v) for k, v in values.items()})
         settings.validate()
         old = self.settings
-        if (settings.young_modulus, settings.poisson_ratio, settings.damping) != (
-            old.young_modulus,
-            old.poisson_ratio,
-            old.damping,
-        ):
-            set_material(self.scene, settings)
-        if settings.young_modulus != old.young_modulus:
-            set_contact_stiffness(self.scene, contact_stiffness(settings, self.lattice.cell_size))
-            self._graphs.clear()  # they hold the old contact stiffness
+        material = ("young_modulus", "poisson_ratio", "damping", "young_modulus_max", "damping_max")
+        if any(getattr(settings, n) != getattr(old, n) for n in material):
+            self._set_material(settings)
         if settings.density != old.density:
             set_density(self.scene, float(settings.density), self.pinned_nodes)
         self.settings = settings
         self.params.assign(self._values(settings))
 
-    # ---------------------------------------------------------------- diagnostics
-    @staticmethod
-    def _mesh_edges(mesh: ClothMesh) -> tuple[np.ndarray, np.ndarray]:
-        edges = mesh.edges
-        rest = np.linalg.norm(mesh.vertices[edges[:, 1]] - mesh.vertices[edges[:, 0]], axis=1)
-        keep = rest > 0.0
-        return edges[keep], rest[keep]
+    def _set_material(self, settings: SoftBodyParams) -> None:
+        """Every tet's material and the contact stiffness at ``settings`` and the maps."""
+        set_material(self.scene, self.materials.materials(settings))
+        stiffness = contact_stiffness(self.materials.mean_young_modulus(settings), self.lattice.cell_size)
+        if stiffness != self.scene.model.soft_contact_ke:
+            set_contact_stiffness(self.scene, stiffness)
+            self._graphs.clear()  # they hold the old contact stiffness
 
+    # ---------------------------------------------------------------- material maps
+    def record_maps(self, kinds: Sequence[str]) -> None:
+        """A backward pass reports the gradient of these maps' weights from now on."""
+        self.materials.record(tuple(kinds))
+
+    def map_gradients(self) -> dict[str, np.ndarray]:
+        """kind -> d loss / d weight per mesh vertex (N,) of the last backward pass."""
+        return dict(self.materials.gradients)
+
+    def set_maps(self, maps: Mapping[str, np.ndarray]) -> None:
+        """New weights of some material maps (kind -> (N,) in [0, 1], ``materials``)."""
+        self.materials.paint(maps)
+        self._set_material(self.settings)
+
+    # ---------------------------------------------------------------- diagnostics
     def max_stretch(self, positions: np.ndarray) -> float:
         """Largest mesh edge length over its rest length in ``positions`` (frames, N, 3)."""
-        if not len(self._edges):
-            return 1.0
-        e = self._edges
-        lengths = np.linalg.norm(positions[:, e[:, 1]] - positions[:, e[:, 0]], axis=2)
-        return float((lengths / self._rest_lengths).max())
+        return max_edge_stretch(positions, self._edges, self._rest_lengths)
 
     # ---------------------------------------------------------------- what a fit asks
     def tape_gradient_refusal(self) -> str | None:

@@ -1,5 +1,5 @@
 """What the soft body's simulator does not do, as the fit's simulator protocol
-(``models.base.Simulator``) asks: batches of rollouts, the start-gap probe, weight maps."""
+(``models.base.Simulator``) asks: batches of rollouts and the start-gap probe."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .params import MODEL_NAME
 
 class Unbatched:
     """The protocol's methods the soft body answers with "never" (its capabilities say so:
-    ``batch_width`` 0, ``contact_probe`` False, no ``map_kinds``)."""
+    ``batch_width`` 0, ``contact_probe`` False)."""
 
     def batch_width(self, rollouts: int) -> int:
         """0: this model runs no batches (the fit runs its rollouts one by one)."""
@@ -37,9 +37,3 @@ class Unbatched:
     ) -> NoReturn:
         """Never: ``contact_probe`` is False."""
         raise NotImplementedError(f"the {MODEL_NAME} model has no start-gap probe (contact_probe is False)")
-
-    # never: the model's map_kinds is empty (no per-vertex weight maps)
-    def record_maps(self, *_: object) -> NoReturn:
-        raise NotImplementedError(f"the {MODEL_NAME} model has no weight maps")
-
-    map_gradients = set_maps = record_maps
