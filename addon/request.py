@@ -185,7 +185,7 @@ def map_requests(settings: Any, model: SceneModel) -> list[MapRequest]:
     for: none while Fit Map is off or for a model without maps; FitInputError for Regions
     with no region or a row without a vertex group (whether each group exists is
     ``checks.check_maps``'s, for the batch command's maps too)."""
-    if not settings.map_fit or not get_model(model.name).map_ranges:
+    if not settings.map_fit or not model.map_kinds:
         return []
     kind, name = settings.map_kind.lower(), settings.id_data.name
     if settings.map_mode == "FREE":

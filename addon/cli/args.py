@@ -12,8 +12,7 @@ import bpy
 
 from ...warp_core.errors import UserError, abridged
 from ...warp_core.fit.problem.maps import DEFAULT_SMOOTHNESS
-from ...warp_core.models import get_model
-from ..models.registry import MODEL_NAMES, parameter_names
+from ..models.registry import MODEL_NAMES, parameter_names, scene_model
 from ..request import TargetSpec
 
 COMMAND_ID = "fit_to_target"
@@ -39,7 +38,7 @@ NAME_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--map-regions": lambda value: value.split(","),
 }
 # the weight maps some model fits (--fit-map KIND)
-MAP_KINDS = tuple(dict.fromkeys(kind for m in MODEL_NAMES.values() for kind in get_model(m).map_ranges))
+MAP_KINDS = tuple(dict.fromkeys(kind for m in MODEL_NAMES.values() for kind in scene_model(m).map_kinds))
 
 
 class UsageError(UserError):

@@ -10,7 +10,6 @@ from typing import Any
 
 import bpy
 
-from ...warp_core.models import get_model
 from ..errors import FitInputError
 from ..models.base import resolve_ties
 from ..models.registry import MODEL_NAMES, object_model, scene_model
@@ -221,7 +220,7 @@ def _regions(text: str) -> list[str]:
 def _with_maps(ob: bpy.types.Object, request: FitRequest, maps: list[MapRequest], alone: bool) -> None:
     """``request`` fitting ``maps`` (``alone``: nothing else); a tie's follower a map sets
     follows the map instead."""
-    fitted = get_model(request.model).map_ranges
+    fitted = scene_model(request.model).map_kinds
     other = [m.kind for m in maps if m.kind not in fitted]
     if other:
         which = f"only {', '.join(fitted)}" if fitted else "no weight map"

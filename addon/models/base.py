@@ -81,6 +81,9 @@ class SceneModel(Protocol):
     precision: str  # the fit's and the bake's: "float64", or "float32" where the solver has no other
     # whether Device Auto picks the CPU or a GPU by the mesh's size (crossovers measured for this model)
     auto_device_by_size: bool
+    # the weight maps (of the model's ``map_ranges``) whose fitted weights this side writes into
+    # the object's vertex groups: the panel's Weight Map and the batch command's --fit-map offer these
+    map_kinds: tuple[str, ...]
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.Modifier | None: ...
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import bpy
 
 from ...warp_core.fit.problem.maps import DEFAULT_SMOOTHNESS, MapSpec
-from ...warp_core.models import get_model
 from ..errors import FitInputError
 from ..mesh_read import vertex_group_weights
+from ..models.registry import scene_model
 from ..request import FitRequest
 
 
@@ -17,7 +17,7 @@ def map_specs(ob: bpy.types.Object, request: FitRequest, vertex_count: int) -> l
     change where a map cannot be fitted as asked."""
     if not request.maps:
         return []
-    ranges = get_model(request.model).map_ranges
+    ranges = scene_model(request.model).map_kinds
     specs = []
     for asked in request.maps:
         if asked.kind not in ranges:

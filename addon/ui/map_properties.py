@@ -20,7 +20,8 @@ from bpy.props import (
 )
 
 from ...warp_core.fit.problem.maps import DEFAULT_SMOOTHNESS
-from ...warp_core.models import get_model
+from ..errors import FitInputError
+from ..models.registry import scene_model
 
 # (identifier, label, description): the groups of Blender's Cloth > Property Weights
 MAP_KIND_ITEMS = [
@@ -63,10 +64,11 @@ def map_kind_label(kind: str) -> str:
 
 
 def has_maps(model_name: str) -> bool:
-    """Whether the model called ``model_name`` fits weight maps (Blender's cloth; soft bodies do not)."""
+    """Whether the add-on fits and writes back weight maps of the model called ``model_name``
+    (``SceneModel.map_kinds``: Blender's cloth)."""
     try:
-        return bool(get_model(model_name).map_ranges)
-    except ValueError:
+        return bool(scene_model(model_name).map_kinds)
+    except FitInputError:
         return False
 
 

@@ -14,6 +14,7 @@ import bpy
 import numpy as np
 
 from ....warp_core.mesh import ClothMesh
+from ....warp_core.models import get_model
 from ....warp_core.models.blender_cloth import CLOTH_SETTINGS_FIELDS, ClothParams
 from ....warp_core.models.blender_cloth.topology import validate_mesh
 from ...mesh_read import (
@@ -205,6 +206,7 @@ class BlenderClothScene:
     parameter_groups = GROUPS
     precision = "float64"
     auto_device_by_size = True  # bench/device_crossover.py measures cloth fits
+    map_kinds = tuple(get_model(NAME).map_ranges)  # written by addon/scene/map_groups.py
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.ClothModifier | None:
         return find_cloth_modifier(ob)

@@ -301,6 +301,9 @@ class SoftBodyScene:
     parameter_groups = GROUPS
     precision = "float32"  # Newton's VBD runs in float32
     auto_device_by_size = False  # no crossover measured: Auto means the first CUDA device
+    # the core fits the stiffness and damping maps' regions; writing them into the object's
+    # groups is not built yet, so the add-on offers none
+    map_kinds: tuple[str, ...] = ()
 
     find_modifier = staticmethod(find_soft_body_modifier)
     cache_frame_range = staticmethod(cache_frame_range)
