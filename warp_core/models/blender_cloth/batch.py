@@ -13,8 +13,8 @@ iterations stop once no member is active. So each member is its single run bit f
 with the same CG iteration counts.
 
 A batch runs on ``ClothSimulator.batched``: a copy of the simulator on these tiled
-arrays. Not in a batch (refused, run the members one at a time): object collisions,
-pressure, force fields and a dynamic mesh (each holds whole-mesh sums or state), and a
+arrays. Not in a batch (refused, run the members one at a time): object and self
+collisions, pressure, force fields and a dynamic mesh (each holds whole-mesh sums or state), and a
 tape: the adjoint runs per member, on single rollouts.
 """
 
@@ -56,6 +56,8 @@ def refusal(sim) -> str | None:
     s = sim.settings
     if sim.has_collisions:
         return "object collisions"
+    if s.use_self_collision:
+        return "self collisions"
     for flag, name in ((s.use_pressure, "pressure"), (s.force_fields, "force fields")):
         if flag:
             return name

@@ -6,6 +6,7 @@ graphs); ``launch`` between the CG solve and the position update of every subste
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import warp as wp
@@ -28,6 +29,14 @@ class CollisionInputs:
     collider_start: float  # the substep's start and end, as fractions of the frame
     collider_end: float
     h: float
+
+
+class SelfRounds(Protocol):
+    """What the object-collision rounds call of a self-collision stage (``self_collision``)."""
+
+    def prepare(self, tx: wp.array) -> None: ...
+
+    def round(self, tx: wp.array, tv: wp.array, dcvel: wp.array, h: float) -> None: ...
 
 
 def cloth_triangles(mesh: ClothMesh) -> np.ndarray:
@@ -157,9 +166,13 @@ class CollisionStage:
         frames = np.flatnonzero(self.frame_touched.numpy())
         return {"frames": [int(f) + 1 for f in frames], "vertices": int(self.vertex_touched.numpy().sum())}
 
-    def launch(self, inputs: CollisionInputs, pinned: wp.array) -> tuple[wp.array, wp.array]:
+    def launch(
+        self, inputs: CollisionInputs, pinned: wp.array, self_stage: SelfRounds | None = None
+    ) -> tuple[wp.array, wp.array]:
         """Predict, collide ``collision_quality`` rounds; returns the velocities after the CG
-        and the further velocity change the impulses make, for the substep's update."""
+        and the further velocity change the impulses make, for the substep's update. With
+        ``self_stage``, each round resolves the self collisions after the object ones, as
+        Blender's ``cloth_bvh_collision``."""
         k = self.kernels
         d, dt = self.device, self.dtype
         n = inputs.x.shape[0]
@@ -215,6 +228,8 @@ class CollisionStage:
             inputs=[self.tri_active, self.cloth_kdop, self.collider_kdop, self.chunk_box, self.slots],
             outputs=[self.candidate, self.candidate_count, self.overflow],
         )
+        if self_stage is not None:
+            self_stage.prepare(self.tx)
         time_multiplier = dt(1.0 / inputs.h)
         clamp_sq = dt((s.impulse_clamp * inputs.h / s.time_scale) ** 2)
         lanes = self.lanes
@@ -286,6 +301,8 @@ class CollisionStage:
                     ],
                     outputs=[self.tv, self.dcvel],
                 )
+            if self_stage is not None:
+                self_stage.round(self.tx, self.tv, self.dcvel, inputs.h)
             wp.launch(
                 k.move_predicted, dim=n, device=d, inputs=[inputs.x, self.tv, pinned], outputs=[self.tx]
             )

@@ -101,11 +101,13 @@ class SubstepGraphs:
 
     def _collision_key(self) -> tuple:
         """What the captured collision launches hold: the stage's arrays and its constants."""
-        stage = self.solver.collisions
-        if stage is None:
-            return ()
-        s = stage.settings
-        return (id(stage), stage.slots, s.distance_min, s.impulse_clamp, s.collision_quality)
+        key: tuple = ()
+        for stage in (self.solver.collisions, self.solver.self_collisions):
+            if stage is not None:
+                s = stage.settings
+                key += (id(stage), stage.slots, s.distance_min, s.impulse_clamp, s.collision_quality)
+                key += (s.self_distance_min, s.self_friction, s.self_impulse_clamp)
+        return key
 
     def run(
         self,

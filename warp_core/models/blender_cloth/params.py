@@ -96,6 +96,13 @@ class ClothParams:
     collision_quality: int = 2
     # vertices of the object-collision group (weight > 0): triangles of only these collide not
     collision_excluded: tuple[int, ...] = ()
+    # self collisions (``self_collision``), off by default; the rounds are collision_quality's
+    use_self_collision: bool = False
+    self_distance_min: float = 0.015
+    self_friction: float = 5.0
+    self_impulse_clamp: float = 0.0
+    # vertices of the self-collision group (weight > 0): triangles of only these collide not
+    self_collision_excluded: tuple[int, ...] = ()
 
     def values(self) -> dict[str, float]:
         """The continuous parameters as a dict (name -> value)."""
@@ -128,7 +135,8 @@ class ClothParams:
         values["colliders"] = tuple(
             c if isinstance(c, ClothCollider) else ClothCollider(**c) for c in values.get("colliders", ())
         )
-        values["collision_excluded"] = tuple(int(i) for i in values.get("collision_excluded", ()))
+        for name in ("collision_excluded", "self_collision_excluded"):
+            values[name] = tuple(int(i) for i in values.get(name, ()))
         return cls(**values)
 
     def replace(self, **changes: float) -> ClothParams:
@@ -177,7 +185,13 @@ class ClothParams:
             raise ValueError(f"sewing_force_max must be a finite number >= 0, got {v!r}")
         if len(self.gravity) != 3 or not all(math.isfinite(g) for g in self.gravity):
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity!r}")
-        for name in ("distance_min", "impulse_clamp"):
+        for name in (
+            "distance_min",
+            "impulse_clamp",
+            "self_distance_min",
+            "self_friction",
+            "self_impulse_clamp",
+        ):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0.0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -190,7 +204,18 @@ class ClothParams:
 # what the scene gives rather than ClothSettings: gravity (scene gravity times its weight), the
 # force fields acting on the cloth, the frame rate, and collisions (the Collision objects and
 # the modifier's ``collision_settings``)
-COLLISION_FIELDS = ("colliders", "distance_min", "impulse_clamp", "collision_quality", "collision_excluded")
+COLLISION_FIELDS = (
+    "colliders",
+    "distance_min",
+    "impulse_clamp",
+    "collision_quality",
+    "collision_excluded",
+    "use_self_collision",
+    "self_distance_min",
+    "self_friction",
+    "self_impulse_clamp",
+    "self_collision_excluded",
+)
 SCENE_FIELDS = ("gravity", "force_fields", "fps", *COLLISION_FIELDS)
 CLOTH_SETTINGS_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(ClothParams) if f.name not in SCENE_FIELDS

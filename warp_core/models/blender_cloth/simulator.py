@@ -21,11 +21,11 @@ from .adjoint import BackwardWorkspace, record_rollout_backward
 from .arrays import ClothArrays
 from .batch import batch_arrays, batch_width, rollout_batch
 from .buffers import SubstepBuffers
-from .collision import CollisionStage
 from .graphs import SubstepGraphs
 from .maps import checked_kinds, paint, vertex_gradients
 from .params import ALL_PARAMETER_NAMES, COLLISION_FIELDS, ClothParams
 from .schedule import CG_TOLERANCE, SubstepSchedule
+from .self_collision import collision_stages
 from .state import ClothState, RolloutOutputs, RolloutPlan
 from .step import CGControl, SubstepSolver
 from .topology import build_topology
@@ -145,13 +145,9 @@ class ClothSimulator:
         return self.arrays.avg_spring_length
 
     def _build_collisions(self) -> None:
-        """The collision stage of the current settings' colliders (none without)."""
-        s = self.settings
-        self.solver.collisions = (
-            CollisionStage(self.mesh, s, self.topology.pinned, self.dtype, self.device)
-            if s.colliders
-            else None
-        )
+        """The collision stages of the current settings: colliders, self collisions (or none)."""
+        stages = collision_stages(self.mesh, self.settings, self.topology, self.dtype, self.device)
+        self.solver.collisions, self.solver.self_collisions = stages
 
     @property
     def has_collisions(self) -> bool:
@@ -246,9 +242,9 @@ class ClothSimulator:
             check_every = 1 if wp.get_device(d).is_cpu else 8
 
         with suspended_tape() as tape:
-            if tape is not None and self.has_collisions:
+            if tape is not None and self.tape_gradient_refusal():
                 raise ValueError(
-                    "object collisions have no tape gradient: fit a cloth with collision objects by "
+                    f"{self.tape_gradient_refusal()}: fit a cloth with collisions by "
                     "Levenberg-Marquardt (finite-difference tangents), not Adam"
                 )
             if keep_states is None:
@@ -289,10 +285,10 @@ class ClothSimulator:
         check_every: int,
     ) -> None:
         """Every substep of ``plan``; with collisions, again with more room for candidate
-        pairs while a cloth triangle met more collider triangles than there was room for."""
-        stage = self.solver.collisions
+        pairs while a cloth triangle met more triangles than there was room for."""
+        stages = [st for st in (self.solver.collisions, self.solver.self_collisions) if st is not None]
         while True:
-            if stage is not None:
+            for stage in stages:
                 stage.start_rollout()
             outputs.write_positions(plan.start_frame, initial.x)
             if self.use_graphs:
@@ -300,9 +296,11 @@ class ClothSimulator:
             else:
                 cg = CGControl(check_every=check_every, tolerance=self.cg_tolerance)
                 self.solver.run(self.settings, buf, self.params, plan, initial, outputs, self.frame_rest, cg)
-            if stage is None or not stage.overflowed():
+            grown = [stage for stage in stages if stage.overflowed()]
+            if not grown:
                 return
-            stage.set_slots(2 * stage.slots)
+            for stage in grown:
+                stage.set_slots(2 * stage.slots)
 
     def frame_rest(self, plan: RolloutPlan, fi: int) -> None:
         """Before the substeps of frame ``fi`` of ``plan``: with a dynamic mesh, the rest
@@ -358,7 +356,9 @@ class ClothSimulator:
 
     def tape_gradient_refusal(self) -> str | None:
         """Why a rollout inside a ``wp.Tape`` records no gradient (None: it does)."""
-        return "object collisions have no tape gradient" if self.settings.colliders else None
+        if self.settings.colliders:
+            return "object collisions have no tape gradient"
+        return "self collisions have no tape gradient" if self.settings.use_self_collision else None
 
     @property
     def contact_probe(self) -> bool:

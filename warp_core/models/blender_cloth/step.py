@@ -20,6 +20,7 @@ from .fields import launch_fields
 from .params import ClothParams
 from .pressure import launch_pressure
 from .schedule import SubstepSchedule
+from .self_collision import SelfCollisionStage
 from .solver_kernels import solver_kernels
 from .state import ClothState, RolloutOutputs, RolloutPlan
 
@@ -57,6 +58,7 @@ class SubstepSolver:
         self.arrays = arrays
         self.kernels = solver_kernels(arrays.dtype, arrays.members > 1)
         self.collisions: CollisionStage | None = None  # object collisions, when the cloth has colliders
+        self.self_collisions: SelfCollisionStage | None = None  # with Self Collisions on
         self.cg = ConjugateGradients(arrays)
 
     @property
@@ -83,6 +85,8 @@ class SubstepSolver:
         namespaces = [self.kernels, self.kernels.forces, self.cg.dot_kernels]
         if self.collisions is not None:
             namespaces.append(self.collisions.kernels)
+        if self.self_collisions is not None:
+            namespaces += [self.self_collisions.kernels, self.self_collisions.shared]
         for namespace in namespaces:
             for kernel in vars(namespace).values():
                 if isinstance(kernel, wp.Kernel):
@@ -107,10 +111,13 @@ class SubstepSolver:
         # at a frame start the update adds dv to the pinned-goal velocities, not to state.v
         final = launched % 2 if buf.ping_pong else launched
         dv = buf.dv[final]
-        if self.collisions is not None:
+        if self.collisions is not None or self.self_collisions is not None:
             # Blender's collision response: v + dv, then the impulses as a further change
             collide = CollisionInputs(state.x, v, dv, inputs.goal_time, inputs.pin_time, inputs.h)
-            v, dv = self.collisions.launch(collide, self.arrays.pinned)
+            if self.collisions is not None:
+                v, dv = self.collisions.launch(collide, self.arrays.pinned, self.self_collisions)
+            else:
+                v, dv = self.self_collisions.launch(collide, self.arrays.pinned)
         self.finish(ClothState(state.x, v), dv, inputs, out)
         return launched
 
