@@ -102,14 +102,40 @@ def test_the_adjoint_through_ground_contact_matches_central_differences() -> Non
         assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
 
 
-def test_a_body_with_colliders_is_refused_by_name() -> None:
-    mesh = box_mesh((0.0, 0.0, 0.1), (0.2, 0.2, 0.3), (1, 1, 1))
-    table = Collider(
-        "table", [(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], [(0, 1, 2), (0, 2, 3)], np.eye(4)
-    )
-    sim = SoftBodySimulator(mesh, SoftBodyParams(lattice_cells=1, colliders=(table,)))
-    with pytest.raises(NotImplementedError, match="collider contacts have no gradient yet"):
-        soft_body_gradient(sim, 3, [3], np.zeros((1, sim.vertex_count, 3)))
+def test_the_adjoint_on_a_moving_collider_matches_central_differences() -> None:
+    """A 20 cm block (2 lattice cells) dropped onto a 1 m plate that rises 3 mm and slides
+    2 mm a frame (a collider's mesh, its body moved by its object's transform), landing by
+    frame 4; the loss over frames 7, 13 and 19, central differences at +-1 %. The contacts
+    are frozen where the solver found them, each on the plate's surface at the substep's end
+    pose and moving with it. Measured: within 6.7e-4 (E), 4.9e-4, 2.1e-4 and 1.7e-4, steps
+    converged to 7.8e-5 of their forces (40 iterations); 3 cells, 30 frames, 60 iterations:
+    within 8e-4. Without the plate's velocity in the contacts' friction and damping the
+    steps miss by 0.92 and density's slope by a factor 4."""
+    frames, loss_frames = 18, [7, 13, 19]
+    cube = box_mesh((-0.1, -0.1, 0.08), (0.1, 0.1, 0.28), (2, 2, 2))
+    plate = box_mesh((-0.5, -0.5, -0.2), (0.5, 0.5, 0.0))
+    lift = np.repeat(np.eye(4)[None], frames + 1, axis=0)
+    lift[:, 2, 3] = 0.05 + 0.003 * np.arange(frames + 1)
+    lift[:, 0, 3] = 0.002 * np.arange(frames + 1)
+    collider = Collider("lift", plate.vertices, plate.triangles(), lift)
+    truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=2, iterations=40)
+    truth = truth.replace(colliders=(collider,))
+    sim = SoftBodySimulator(cube, truth)
+    targets = sim.rollout(1 + frames, loss_frames).numpy()
+    start = {"young_modulus": 1.3e4, "poisson_ratio": 0.25, "damping": 0.03, "density": 1200.0}
+
+    def loss(values: dict[str, float]) -> tuple[float, np.ndarray]:
+        sim.set_params(values)
+        x = sim.rollout(1 + frames, loss_frames).numpy()
+        return 0.5 * float(np.sum((x - targets) ** 2)), x
+
+    _, x = loss(start)
+    gradient = soft_body_gradient(sim, 1 + frames, loss_frames, x - targets)
+    assert gradient.residual < 2e-4
+    for name, value in start.items():
+        h = 0.01 * value
+        up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
+        assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
 
 
 def test_gradients_of_the_wrong_shape_are_refused() -> None:

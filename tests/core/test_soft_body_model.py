@@ -67,12 +67,15 @@ def test_the_registry_finds_the_model() -> None:
     assert back.colliders[0].name == "table" and np.array_equal(back.colliders[0].matrices, np.eye(4)[None])
 
 
-def test_adam_is_refused_where_contacts_have_no_gradient() -> None:
+def test_adam_steps_on_the_adjoint_through_collider_contacts() -> None:
+    """A cube dropped on a table: Adam takes the adjoint's gradient through the collider's
+    contacts (``test_soft_body_adjoint`` checks it against central differences); a gradient
+    kind the model does not have is refused by name."""
     settings = DROP.replace(colliders=(slab_collider("table", np.eye(4)[None]),))
     x = SoftBodySimulator(cube(), settings).rollout(4, [4]).numpy()
     problem = FitProblem(cube(), settings, [Target(4, x[0])], ["young_modulus"], model="soft_body")
-    with pytest.raises(FitError, match="collider contacts have no gradient yet, which Adam needs"):
-        fit(problem, FitSettings(precision="float32", optimizer="adam"))
+    result = fit(problem, FitSettings(precision="float32", optimizer="adam", max_iterations=2))
+    assert result.gradient == "implicit" and result.n_backward > 0
     with pytest.raises(FitError, match="gradient must be 'auto' or one of 'implicit', got 'stable'"):
         fit(problem, FitSettings(precision="float32", gradient="stable"))
 

@@ -6,9 +6,9 @@ is implicit Euler: VBD iterates towards the ``x'`` where every free node's resid
 
     r(x') = M / dt^2 (x' - y) - f(x'; x, theta) = 0,    y = x + dt v + dt^2 g,
 
-vanishes (``f``: the tets' stable Neo-Hookean and damping forces and the ground's contact
-forces; ``theta``: each tet's materials, the contacts' stiffness and the nodes' masses),
-and then ``v' = (x' - x) / dt``. At such an ``x'``, ``dx' = -H^-1 dr`` with
+vanishes (``f``: the tets' stable Neo-Hookean and damping forces and the contact forces
+of the ground and the colliders; ``theta``: each tet's materials, the contacts' stiffness
+and the nodes' masses), and then ``v' = (x' - x) / dt``. At such an ``x'``, ``dx' = -H^-1 dr`` with
 ``H = dr/dx' = M / dt^2 - df/dx'``, so the adjoint of ``x'`` (``xbar'``, what the loss and
 the later steps ask of it) becomes ``lam = H^-T xbar'``, one linear solve a substep
 (``adjoint_step``), and is carried to the step's inputs and parameters by the partial
@@ -20,8 +20,9 @@ What is differentiated: the converged step. VBD runs a fixed number of iteration
 it stops short of the root, the gradient is that of the root, not of the rollout VBD made
 (:attr:`SoftBodyGradient.residual` says how far each step was from it; at VBD's default 10
 iterations a dropped body's steps are often far from it, see ``bench/soft_body_gradients.py``).
-Which nodes touch the ground, and where, is frozen as the solver found it. Collider
-contacts are not differentiated yet: a body with colliders is refused.
+Which nodes touch the ground or a collider, and where, is frozen as the solver found it: a
+contact is a plane through the point of the surface it found, placed at the collider's pose
+at the substep's end and moving with its body over the substep (the ground stands still).
 
 A rollout inside a ``wp.Tape`` records itself and puts this backward pass on the tape
 (:func:`record_on_tape`), so the fit's L-BFGS and Adam take it like any tape gradient.
@@ -107,10 +108,9 @@ def _recorded(sim: SoftBodySimulator, run: Callable[[], Any]) -> tuple[Recorder,
 
 
 def contact_refusal(sim: SoftBodySimulator) -> str | None:
-    """Why ``sim``'s rollouts have no gradient (its colliders), or None."""
-    if not sim.settings.colliders:
-        return None
-    return "the soft body's collider contacts have no gradient yet"
+    """Why ``sim``'s rollouts have no gradient, or None: every contact Newton makes for it (a
+    node against the ground or a collider's surface) has one."""
+    return None
 
 
 def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any]) -> Any:

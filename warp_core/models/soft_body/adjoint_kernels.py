@@ -40,7 +40,7 @@ def tet_forces(
 
 
 @wp.kernel
-def ground_contact_forces(
+def contact_forces(
     x: wp.array(dtype=wp.vec3),
     x_prev: wp.array(dtype=wp.vec3),
     count: wp.array(dtype=int),
@@ -59,10 +59,11 @@ def ground_contact_forces(
     forces: wp.array(dtype=wp.vec3),
     blocks: wp.array(dtype=wp.mat33),
 ):
-    """Force (and 3x3 block) of contact c on its node, as VBD's contact gather evaluates it
-    for a contact with a fixed shape (the ground): a quadratic penalty on the penetration
-    of the node's radius past the contact plane found at the substep's start, damping while
-    approaching, smoothed Coulomb friction on the slip since the substep's start."""
+    """Force (and 3x3 block) of contact c on its node, as VBD's contact gather evaluates it:
+    a quadratic penalty on the penetration of the node's radius past the contact plane
+    (through ``body_pos``, the surface point found at the substep's start placed at its
+    body's end pose), damping while approaching, smoothed Coulomb friction on the slip
+    relative to the surface (``body_vel``: its velocity over the substep)."""
     c = wp.tid()
     if c >= count[0]:
         return

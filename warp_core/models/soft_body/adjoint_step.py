@@ -2,11 +2,11 @@
 substep, the forces VBD balances in it as reverse-mode products, and the linear solve
 ``H^T lam = xbar'`` with ``H = M / dt^2 - df/dx'``.
 
-The forces: every tet's elasticity and damping, and the ground's contacts (penalty, damping
-while approaching, smoothed friction) with the contact records, stiffnesses and friction
-the solver used in that substep, frozen (which nodes touch, and where, is not
-differentiated). Friction makes ``H`` unsymmetric, so the solve is BiCGStab, preconditioned
-by VBD's own 3 x 3 vertex blocks.
+The forces: every tet's elasticity and damping, and the contacts with the ground and the
+colliders (penalty, damping while approaching, smoothed friction) with the contact
+records, stiffnesses and friction the solver used in that substep, frozen (which nodes
+touch, and where, is not differentiated). Friction makes ``H`` unsymmetric, so the solve
+is BiCGStab, preconditioned by VBD's own 3 x 3 vertex blocks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_kernels import ground_contact_forces, tet_forces
+from .adjoint_kernels import contact_forces, tet_forces
 
 __all__ = ["Recorder", "StepContacts", "StepOperator", "solve_adjoint"]
 
@@ -27,12 +27,14 @@ SOLVE_MAX_ITERATIONS = 500
 
 @dataclass
 class StepContacts:
-    """The ground contacts of one substep as the solver used them: recorded by
+    """The contacts of one substep as the solver used them: recorded by
     :class:`Recorder`, read by :class:`StepOperator`."""
 
     particles: np.ndarray  # (C,) int: the node of each contact
     shapes: np.ndarray  # (C,) int
-    body_pos: np.ndarray  # (C, 3): a point of the contact plane (world = simulation frame)
+    # a point of the contact plane at the substep's end and its velocity over the substep, in
+    # the simulation frame: where the ground or a collider's body (at its end pose) puts it
+    body_pos: np.ndarray  # (C, 3)
     body_vel: np.ndarray  # (C, 3)
     normals: np.ndarray  # (C, 3)
     ke: np.ndarray | None = None  # (C,) penalty stiffness, damping and friction: set once
@@ -61,23 +63,64 @@ class Recorder:
             last.mu = solver.body_particle_contact_material_mu.numpy()[:n].astype(np.float64)
         self.x.append(state.particle_q.numpy().astype(np.float64))
         self.v.append(state.particle_qd.numpy().astype(np.float64))
-        self.contacts.append(None if scene.contacts is None else self._contacts(scene.contacts))
+        if scene.contacts is None:
+            self.contacts.append(None)
+            return
+        # the solver places each contact with the bodies' poses at the substep's end (the other
+        # state, set before it steps) and at its start
+        end = next(s for s in scene.states if s is not state)
+        dt = 1.0 / (float(self.sim.settings.fps) * int(self.sim.settings.substeps))
+        self.contacts.append(self._contacts(scene.contacts, scene.model, state, end, dt))
 
     @staticmethod
-    def _contacts(contacts: Any) -> StepContacts:
+    def _contacts(contacts: Any, model: Any, start: Any, end: Any, dt: float) -> StepContacts:
         n = int(contacts.soft_contact_count.numpy()[0])
         corners = contacts.soft_contact_indices.numpy()[:n]
         if (corners[:, 1:] >= 0).any():
             raise NotImplementedError(
                 "the soft-body gradient takes node contacts only (no edge or face records)"
             )
+        shapes = contacts.soft_contact_shape.numpy()[:n].astype(np.int64)
+        local = contacts.soft_contact_body_pos.numpy()[:n].astype(np.float64)
+        surface_vel = contacts.soft_contact_body_vel.numpy()[:n].astype(np.float64)
+        body = model.shape_body.numpy()[shapes] if n else np.zeros(0, np.int64)
+        point_start, _ = _placed(start.body_q, body, local)
+        point_end, rotation_end = _placed(end.body_q, body, local)
         return StepContacts(
             particles=corners[:, 0].astype(np.int64),
-            shapes=contacts.soft_contact_shape.numpy()[:n].astype(np.int64),
-            body_pos=contacts.soft_contact_body_pos.numpy()[:n].astype(np.float64),
-            body_vel=contacts.soft_contact_body_vel.numpy()[:n].astype(np.float64),
+            shapes=shapes,
+            body_pos=point_end,
+            # Newton's body-particle contact: (bx - bx_prev) / dt + R surface_vel
+            body_vel=(point_end - point_start) / dt + np.einsum("cij,cj->ci", rotation_end, surface_vel),
             normals=contacts.soft_contact_normal.numpy()[:n].astype(np.float64),
         )
+
+
+def _rotations(q: np.ndarray) -> np.ndarray:
+    """(K, 3, 3) rotation matrices of (K, 4) unit quaternions (x, y, z, w), Warp's order."""
+    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=1),
+            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=1),
+            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=1),
+        ],
+        axis=1,
+    )
+
+
+def _placed(poses: Any, body: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each contact's body-frame point in the simulation frame at the bodies' ``poses`` (a
+    Warp array of B transforms; None without bodies), and its body's rotation; the identity
+    for the ground (body -1)."""
+    rotation = np.repeat(np.eye(3)[None], len(body), axis=0)
+    point = local.copy()
+    on_body = body >= 0
+    if on_body.any():
+        pose = poses.numpy().astype(np.float64)[body[on_body]]
+        rotation[on_body] = _rotations(pose[:, 3:7])
+        point[on_body] = np.einsum("cij,cj->ci", rotation[on_body], local[on_body]) + pose[:, :3]
+    return point, rotation
 
 
 class StepOperator:
@@ -157,7 +200,7 @@ class StepOperator:
             adjoint["adj_inputs"] = [*adj_inputs, 0.0, 0.0]
         n = len(self.contact_grads[0])
         inputs = [self.x_end, self.x_start, *self.contacts]
-        wp.launch(ground_contact_forces, dim=n, inputs=inputs, outputs=outputs, **adjoint)
+        wp.launch(contact_forces, dim=n, inputs=inputs, outputs=outputs, **adjoint)
 
     def forces(self) -> np.ndarray:
         self.out.zero_()
