@@ -1,6 +1,14 @@
 """Virtual fabric test rigs: the readings a fabric lab reports, taken off a cloth's state."""
 
-from .cantilever import CantileverReading, CantileverRig, cantilever_strip, rig_settings, run_cantilever
+from .cantilever import (
+    CantileverReading,
+    CantileverRig,
+    cantilever_strip,
+    rig_settings,
+    run_cantilever,
+    settle_reading,
+    strip_centreline,
+)
 from .readings import DrapeReading, bending_length, drape_reading, flexural_rigidity, shadow_radius, tip_angle
 
 __all__ = [
@@ -13,6 +21,8 @@ __all__ = [
     "flexural_rigidity",
     "rig_settings",
     "run_cantilever",
+    "settle_reading",
     "shadow_radius",
+    "strip_centreline",
     "tip_angle",
 ]

@@ -25,6 +25,7 @@ Two things of the solver shape the rig:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,15 @@ from ..models import get_model
 from ..models.blender_cloth.params import ClothParams
 from .readings import bending_length, tip_angle
 
-__all__ = ["CantileverReading", "CantileverRig", "cantilever_strip", "rig_settings", "run_cantilever"]
+__all__ = [
+    "CantileverReading",
+    "CantileverRig",
+    "cantilever_strip",
+    "rig_settings",
+    "run_cantilever",
+    "settle_reading",
+    "strip_centreline",
+]
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,8 @@ class CantileverRig:
 
 @dataclass(frozen=True)
 class CantileverReading:
-    """What the cantilever rig reads off a settled strip: made by :func:`run_cantilever`, read
+    """What the cantilever rig reads off a settled strip: made by :func:`settle_reading` (for
+    :func:`run_cantilever` and the runs of Blender's own cloth in the Blender tests), read
     by the fabric fit's rig checks, the tests and the bench script."""
 
     overhang_m: float
@@ -140,33 +150,32 @@ def rig_settings(settings: ClothParams, rig: CantileverRig) -> ClothParams:
     )
 
 
-def run_cantilever(
-    settings: ClothParams,
-    rig: CantileverRig | None = None,
-    device: str = "cpu",
-    precision: str = "float64",
-) -> CantileverReading:
-    """Hang the strip of ``rig`` with the cloth ``settings`` (a fabric's, at its real vertex
-    mass: the rig scales it) until the windowed tip stops drifting or ``frame_limit`` frames
-    have run, and read the tip angle and Peirce's bending length off the mean centreline
-    (the mean over the width) of the last window."""
-    rig = rig or CantileverRig()
-    if rig.window_frames < 2 or rig.frame_limit < rig.window_frames:
-        raise ValueError("a window of >= 2 frames and a frame limit of at least one window are needed")
-    mesh, grid = cantilever_strip(rig)
-    sim = get_model("blender_cloth").build(mesh, rig_settings(settings, rig), device, precision)
+def strip_centreline(positions: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The strip's centreline, the mean over its width, of ``positions`` (frames, N, 3) as
+    (frames, columns, 3), platform end first (``grid`` from :func:`cantilever_strip`)."""
+    return np.asarray(positions, dtype=np.float64)[:, grid].mean(axis=1)
+
+
+def settle_reading(next_window: Callable[[int], np.ndarray], rig: CantileverRig) -> CantileverReading:
+    """The window rule every run of the rig reads by, whichever solver hangs the strip.
+
+    ``next_window(n)`` runs the strip on by ``n`` frames and gives its centreline over them,
+    (n, columns, 3) (:func:`strip_centreline`). Windows of ``rig.window_frames`` are run
+    until a window's mean tip has moved less than ``rig.settle_m_per_frame`` a frame since
+    the last window's, or another window would pass ``rig.frame_limit``; the tip angle and
+    Peirce's bending length are read off the last window's mean centreline."""
     window = rig.window_frames
-    x, v = sim.rest_positions, None
+    if window < 2 or rig.frame_limit < window:
+        raise ValueError("a window of >= 2 frames and a frame limit of at least one window are needed")
     previous = None
     frames = 0
     while True:
-        # a window at a time, each started from the last one's positions and velocities (the
-        # states are kept for the velocities; bit for bit one long rollout), so the rig
-        # stops as soon as the strip has settled
-        rollout = sim.rollout(sim.start_frame + window, x0=x, v0=v, keep_states=True)
-        x, v = rollout.state_x[-1], rollout.state_v[-1]
+        centre = np.asarray(next_window(window), dtype=np.float64)
+        if centre.ndim != 3 or len(centre) != window:
+            raise ValueError(
+                f"a window of {window} frames of (columns, 3) centrelines is needed, got {centre.shape}"
+            )
         frames += window
-        centre = rollout.numpy()[1:][:, grid].mean(axis=1)  # (frames, columns, 3)
         tip = centre[:, -1]
         mean_tip = tip.mean(axis=0)
         drift = math.inf if previous is None else float(np.linalg.norm(mean_tip - previous)) / window
@@ -185,3 +194,27 @@ def run_cantilever(
         tip_motion_m=motion,
         tip_drift_m=drift,
     )
+
+
+def run_cantilever(
+    settings: ClothParams,
+    rig: CantileverRig | None = None,
+    device: str = "cpu",
+    precision: str = "float64",
+) -> CantileverReading:
+    """Hang the strip of ``rig`` with the cloth ``settings`` (a fabric's, at its real vertex
+    mass: the rig scales it) in this project's model and read it by :func:`settle_reading`."""
+    rig = rig or CantileverRig()
+    mesh, grid = cantilever_strip(rig)
+    sim = get_model("blender_cloth").build(mesh, rig_settings(settings, rig), device, precision)
+    state = {"x": sim.rest_positions, "v": None}
+
+    def next_window(count: int) -> np.ndarray:
+        # each window starts from the last one's positions and velocities (the states are
+        # kept for the velocities; bit for bit one long rollout), so the rig can stop as
+        # soon as the strip has settled
+        rollout = sim.rollout(sim.start_frame + count, x0=state["x"], v0=state["v"], keep_states=True)
+        state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
+        return strip_centreline(rollout.numpy()[1:], grid)
+
+    return settle_reading(next_window, rig)

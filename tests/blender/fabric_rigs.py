@@ -1,0 +1,76 @@
+"""The virtual fabric rigs (``warp_core.rigs``) run by Blender's own cloth solver (real bpy).
+
+The strip and its settings come from the rig's own functions (``cantilever_strip``,
+``rig_settings``) and the reading from its own window rule (``settle_reading``), so the only
+thing that differs from the rig run in this project's model is the solver.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import bpy
+import numpy as np
+from blender_ref import _PACKAGE, ClothParams, cloth_scene, make_cloth_object, world_positions
+
+rigs = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.rigs")
+_params_module = importlib.import_module(f"{_PACKAGE.__name__}.warp_core.models.blender_cloth.params")
+CantileverReading = rigs.CantileverReading
+CantileverRig = rigs.CantileverRig
+PIN_GROUP = "Pin"
+
+
+def cantilever_object(
+    settings: ClothParams, rig: CantileverRig, shift_m: float = 0.0
+) -> tuple[bpy.types.Object, np.ndarray]:
+    """The strip of ``rig`` as a mesh object with a Cloth modifier set to the rig's settings
+    (``rig_settings`` of the fabric's ``settings``: every ClothSettings field of it, and the
+    scene's gravity and frame rate), its platform part in the "Pin" group, cached from frame
+    1 (the flat strip) over the rig's frame limit; and the strip's vertex grid. ``shift_m``
+    lifts the whole rig (the pins with it) along z: the same problem, rounded differently in
+    the solver's float32."""
+    mesh, grid = rigs.cantilever_strip(rig)
+    params = rigs.rig_settings(settings, rig)
+    ob = make_cloth_object(
+        mesh, name="CantileverStrip", location=(0.0, 0.0, shift_m), frame_end=1 + rig.frame_limit
+    )
+    # the group is named as an artist would; make_cloth_object calls it "pin"
+    ob.vertex_groups["pin"].name = PIN_GROUP
+    mod = cloth_scene.find_cloth_modifier(ob)
+    mod.settings.vertex_group_mass = PIN_GROUP
+    cloth_scene.set_modifier_values(
+        mod, {name: getattr(params, name) for name in _params_module.CLOTH_SETTINGS_FIELDS}
+    )
+    scene = bpy.context.scene
+    scene.use_gravity = True
+    scene.gravity = params.gravity
+    mod.settings.effector_weights.gravity = 1.0
+    scene.render.fps = round(params.fps)
+    scene.render.fps_base = 1.0
+    return ob, grid
+
+
+def run_blender_cantilever(
+    settings: ClothParams, rig: CantileverRig | None = None, shift_m: float = 0.0
+) -> CantileverReading:
+    """Blender's own cloth hanging the strip of ``rig`` with the fabric's ``settings``, stepped
+    frame by frame from the flat strip (as ``blender_ref.run_blender_cloth``: a skipped frame
+    would be one big step) and read by the rig's window rule, as ``run_cantilever`` reads
+    this project's model. Leaves the strip in the scene."""
+    rig = rig or CantileverRig()
+    ob, grid = cantilever_object(settings, rig, shift_m)
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    shift = np.array([0.0, 0.0, shift_m])
+    frame = [1]
+
+    def next_window(count: int) -> np.ndarray:
+        positions = []
+        for _ in range(count):
+            frame[0] += 1
+            scene.frame_set(frame[0])
+            positions.append(world_positions(ob, depsgraph) - shift)
+        return rigs.strip_centreline(np.stack(positions), grid)
+
+    return rigs.settle_reading(next_window, rig)
