@@ -188,6 +188,11 @@ def map_requests(settings: Any, model: SceneModel) -> list[MapRequest]:
     if not settings.map_fit or not model.map_kinds:
         return []
     kind, name = settings.map_kind.lower(), settings.id_data.name
+    if kind not in model.map_kinds:  # the menu's choice was another model's kind
+        raise FitInputError(
+            f"'{name}': pick the map to fit in Weight Map (the {model.name} model fits "
+            f"{', '.join(model.map_kinds)})"
+        )
     if settings.map_mode == "FREE":
         # the float32 setting as the decimal it was typed as (0.01, not 0.0099999998)
         smoothness = float(f"{settings.map_smoothness:.7g}")

@@ -213,6 +213,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "unless picked is the model of its physics modifier); saved with the scene by --save",
     )
     names = "; ".join(f"{m}: {', '.join(parameter_names(m))}" for m in models)
+    map_kinds = "; ".join(
+        f"{m}: {', '.join(k for k in scene_model(m).map_kinds if scene_model(m).map_targets[k].offered)}"
+        for m in models
+        if scene_model(m).map_kinds
+    )
     p.add_argument("--fit", metavar="P1,P2,...", help="parameters to fit (" + names + ")")
     p.add_argument("--no-ties", action="store_true", help="fit the listed parameters independently")
     p.add_argument(
@@ -220,14 +225,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KIND[:GROUP]",
-        help="fit the weight map of a stiffness vertex group as well (repeatable; KIND: "
-        f"{', '.join(MAP_KINDS)}), written into GROUP, else the group the Cloth modifier names for it, "
-        "else a new one; without --fit only the maps are fitted",
+        help="fit the weight map of a vertex group the model reads as well (repeatable; KIND: "
+        f"{map_kinds}), written into GROUP, else the group the model names for it (the Cloth modifier's, "
+        "a soft body's Stiffness or Damping Group), else a new one; a soft body's maps need "
+        "--map-regions; without --fit only the maps are fitted",
     )
     p.add_argument(
         "--map-regions",
         metavar="G1,G2,...",
-        help="the painted vertex groups that are the regions of every --fit-map, one stiffness each; "
+        help="the painted vertex groups that are the regions of every --fit-map, one value each; "
         "without it a map is free (one weight per vertex)",
     )
     p.add_argument(

@@ -36,6 +36,23 @@ class TieOption:
     default: bool = True
 
 
+@dataclass(frozen=True)
+class MapTarget:
+    """Where a scene side writes one kind of weight map: a field naming the vertex group and
+    the Max values its weights blend towards, both on the struct ``SceneModel.map_holder``
+    gives (the Cloth modifier's settings, or the object's own model values)."""
+
+    label: str  # Blender's name of the kind: "Structural", "Stiffness"
+    group_field: str  # the holder's field naming the group: "vertex_group_bending"
+    max_fields: tuple[str, ...]  # the holder's values at weight 1, written with the weights
+    new_group: str  # the name of a group the write makes where the field names none
+    group_label: str  # how messages name the group: "the Cloth's Bending Group"
+    description: str  # the Weight Map menu's tooltip
+    # maximum -> the minimum the holder raises it to when set below (Blender's RNA clamps)
+    min_fields: tuple[tuple[str, str], ...] = ()
+    offered: bool = True  # whether the Weight Map menu offers it (a fit can find it)
+
+
 class FrameSampler(Protocol):
     """Scene data besides the object that a model reads frame by frame while its goals are
     sampled (the Collision objects a cloth meets), then adds to its settings.
@@ -84,6 +101,13 @@ class SceneModel(Protocol):
     # the weight maps (of the model's ``map_ranges``) whose fitted weights this side writes into
     # the object's vertex groups: the panel's Weight Map and the batch command's --fit-map offer these
     map_kinds: tuple[str, ...]
+    # kind -> where its weights and Max values go (every one of ``map_kinds``, in the menu's order)
+    map_targets: dict[str, MapTarget]
+    free_maps: bool  # whether a map may be free (one weight per vertex), not only regions
+
+    def map_holder(self, ob: bpy.types.Object) -> Any:
+        """The struct holding the ``map_targets``' group fields and Max values (None where
+        the object lacks the modifier)."""
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.Modifier | None: ...
 

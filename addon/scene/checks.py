@@ -102,8 +102,14 @@ def check_request(
 
 def check_maps(ob: bpy.types.Object, request: FitRequest) -> None:
     """Each weight map's regions are vertex groups of the object, and none is the group the
-    fitted weights would overwrite."""
+    fitted weights would overwrite; a free map only where the model fits free maps."""
     for asked in request.maps:
+        if not asked.regions and not scene_model(request.model).free_maps:
+            raise FitInputError(
+                f"'{ob.name}': the {request.model} model fits the {asked.kind} map by regions only, not "
+                "free (one weight per vertex): choose Regions and add the painted vertex groups "
+                "(--map-regions in the batch command)"
+            )
         for region in asked.regions:
             if region not in ob.vertex_groups:
                 raise FitInputError(

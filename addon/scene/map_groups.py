@@ -1,8 +1,11 @@
-"""A fitted weight map as the cloth's stiffness or shrinking vertex group, undone bit for bit.
+"""A fitted weight map as the vertex group its model reads it from, undone bit for bit.
 
-Blender's cloth reads each map from the vertex group that a ``ClothSettings`` field names
-(``vertex_group_structural_stiffness`` and the others, see
-``addon/models/blender_cloth/scene_model.py``), scaled towards that kind's maxima.
+Each scene side declares where its maps go (``SceneModel.map_targets``, a
+:class:`~..models.base.MapTarget` per kind, on the struct ``SceneModel.map_holder`` gives):
+Blender's cloth reads each map from the vertex group a ``ClothSettings`` field names
+(``vertex_group_structural_stiffness`` and the others), scaled towards that kind's maxima;
+the soft body from the groups its model values name (``young_modulus_group``,
+``damping_group``), blended towards ``young_modulus_max`` and ``damping_max``.
 :func:`write_map` puts the weights there and returns a :class:`GroupState` holding all it
 replaced; :func:`restore_map` puts that back bit for bit. The state turns into JSON, so it
 can be kept on the object between the two like the add-on's other previous values.
@@ -18,32 +21,9 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ...warp_core.models.blender_cloth.maps import MAP_FIELDS, MAP_KINDS
 from ..errors import FitInputError
-from ..models.blender_cloth.scene_model import VERTEX_GROUPS, find_cloth_modifier
-
-# kind -> the ClothSettings maxima its weights scale towards (Blender's Cloth panel shows
-# them beside the group: Max Tension and Max Compression share the structural group)
-MAX_FIELDS: dict[str, tuple[str, ...]] = {
-    "structural": ("tension_stiffness_max", "compression_stiffness_max"),
-    "shear": ("shear_stiffness_max",),
-    "bending": ("bending_stiffness_max",),
-    "shrink": ("shrink_max",),
-}
-# maximum -> the minimum Blender raises it to when set below (its RNA setters clamp so)
-MIN_FIELDS: dict[str, str] = {
-    "tension_stiffness_max": "tension_stiffness",
-    "compression_stiffness_max": "compression_stiffness",
-    "shear_stiffness_max": "shear_stiffness",
-    "bending_stiffness_max": "bending_stiffness",
-}
-# kind -> the name of a group the write makes where the modifier names none
-GROUP_NAMES: dict[str, str] = {
-    "structural": "Fit Structural Stiffness",
-    "shear": "Fit Shear Stiffness",
-    "bending": "Fit Bending Stiffness",
-    "shrink": "Fit Shrinking",
-}
+from ..models.base import MapTarget, SceneModel
+from ..models.registry import DEFAULT_MODEL, object_model, scene_model
 
 
 @dataclass
@@ -54,8 +34,8 @@ class GroupState:
     Weights are Blender's float32 values held as Python floats, which JSON keeps exactly.
     """
 
-    kind: str  # the map kind ("structural", "shear", "bending", "shrink")
-    setting: str  # the ClothSettings field naming the group, e.g. "vertex_group_bending"
+    kind: str  # the map kind ("structural", "stiffness", ...: ``SceneModel.map_targets``)
+    setting: str  # the field naming the group, e.g. "vertex_group_bending" (``MapTarget.group_field``)
     previous_setting: str  # what that field held before ("" for none, or a missing group's name)
     group: str  # the group written
     # the group's weights before (vertex index -> weight, only its members); None: the write
@@ -63,6 +43,7 @@ class GroupState:
     previous_weights: dict[int, float] | None
     previous_max: dict[str, float] = field(default_factory=dict)  # the kind's maxima before
     previous_active_index: int = -1  # the object's active vertex group before
+    model: str = DEFAULT_MODEL  # the scene side whose map it was (``SceneModel.name``)
 
     def to_json(self) -> str:
         """The state as a JSON object (vertex indices become the keys' strings)."""
@@ -84,6 +65,7 @@ class GroupState:
                 else {int(index): float(w) for index, w in weights.items()},
                 previous_max={str(name): float(v) for name, v in data["previous_max"].items()},
                 previous_active_index=int(data["previous_active_index"]),
+                model=str(data.get("model", DEFAULT_MODEL)),
             )
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise ValueError(f"Not a stored vertex-group state: {error}") from error
@@ -97,21 +79,23 @@ def write_map(
     group_name: str = "",
 ) -> GroupState:
     """Write ``weights`` (one per vertex of the object's mesh, in [0, 1]) as the ``kind``
-    map of its cloth, and ``max_values`` (some of the kind's maxima, :data:`MAX_FIELDS`)
-    into the modifier; the state to undo it with :func:`restore_map`.
+    map of the object's model, and ``max_values`` (some of the kind's maxima,
+    ``MapTarget.max_fields``) into the struct holding them; the state to undo it with
+    :func:`restore_map`.
 
     The group is ``group_name`` where given (replaced in place where it exists, else made);
-    else the one the modifier names for the kind where it exists; else a new one named after
-    the kind (:data:`GROUP_NAMES`, made unique by Blender if taken). The modifier is pointed
-    at it. Every vertex joins the group, those of weight 0 too. FitInputError, with nothing
+    else the one the kind's field names where it exists; else a new one named after the kind
+    (``MapTarget.new_group``, made unique by Blender if taken). The field is pointed at it.
+    Every vertex joins the group, those of weight 0 too. FitInputError, with nothing
     changed, on bad input.
     """
-    mod = _require_cloth(ob)
+    model = object_model(ob)
+    holder = _require_holder(ob, model)
+    target = _target(ob, model, kind)
     values = _checked_weights(ob, kind, weights)
-    maxima = _checked_max_values(ob, mod, kind, max_values or {})
-    settings = mod.settings
-    setting = VERTEX_GROUPS[MAP_FIELDS[kind]]
-    named = getattr(settings, setting)
+    maxima = _checked_max_values(ob, holder, kind, target, max_values or {})
+    setting = target.group_field
+    named = getattr(holder, setting)
     wanted = group_name or named
     existing = ob.vertex_groups.get(wanted) if wanted else None
     state = GroupState(
@@ -120,20 +104,21 @@ def write_map(
         previous_setting=named,
         group=existing.name if existing is not None else "",
         previous_weights=group_weights(ob, existing) if existing is not None else None,
-        previous_max={name: float(getattr(settings, name)) for name in MAX_FIELDS[kind]},
+        previous_max={name: float(getattr(holder, name)) for name in target.max_fields},
         previous_active_index=ob.vertex_groups.active_index,
+        model=model.name,
     )
     try:
-        new_name = group_name or GROUP_NAMES[kind]
+        new_name = group_name or target.new_group
         group = existing if existing is not None else ob.vertex_groups.new(name=new_name)
         state.group = group.name
         _assign(group, values)
         for name, value in maxima.items():
-            setattr(settings, name, value)
-        # a new group, or one the modifier named that had gone: the modifier reads it now
-        # (the weights' and the field's updates both reset the cloth's cache)
+            setattr(holder, name, value)
+        # a new group, or one the field named that had gone: the model reads it now
+        # (the weights' and the field's updates both reset a cloth's cache)
         if named != group.name:
-            setattr(settings, setting, group.name)
+            setattr(holder, setting, group.name)
     except Exception:
         # a write that failed half way leaves the scene as it found it
         restore_map(ob, state)
@@ -143,10 +128,12 @@ def write_map(
 
 def restore_map(ob: bpy.types.Object, state: GroupState) -> None:
     """Undo the :func:`write_map` that returned ``state``: the group's previous members and
-    weights (or no group, where the write made it), the modifier's field and the maxima,
+    weights (or no group, where the write made it), the field naming it and the maxima,
     bit for bit. FitInputError, with nothing changed, where the object no longer fits."""
-    mod = _require_cloth(ob)
-    if state.kind not in MAP_KINDS or state.setting != VERTEX_GROUPS[MAP_FIELDS[state.kind]]:
+    model = scene_model(state.model)
+    holder = _require_holder(ob, model)
+    target = model.map_targets.get(state.kind)
+    if target is None or state.setting != target.group_field:
         raise FitInputError(
             f"{ob.name}: the stored vertex-group state is for map {state.kind!r} and field "
             f"{state.setting!r}, which do not belong together; it cannot be restored"
@@ -164,16 +151,15 @@ def restore_map(ob: bpy.types.Object, state: GroupState) -> None:
                 f"{ob.name}: the mesh has {count} vertices now, fewer than when the map was "
                 f"written; undo the mesh edit to restore group {state.group!r}"
             )
-    settings = mod.settings
     if state.previous_weights is None:
         if group is not None:
             ob.vertex_groups.remove(group)
     else:
         _restore_weights(ob, group, state.previous_weights)
     for name, value in state.previous_max.items():
-        setattr(settings, name, value)
-    if getattr(settings, state.setting) != state.previous_setting:
-        setattr(settings, state.setting, state.previous_setting)
+        setattr(holder, name, value)
+    if getattr(holder, state.setting) != state.previous_setting:
+        setattr(holder, state.setting, state.previous_setting)
     if state.previous_active_index < len(ob.vertex_groups):
         ob.vertex_groups.active_index = state.previous_active_index
 
@@ -191,27 +177,38 @@ def group_weights(ob: bpy.types.Object, group: bpy.types.VertexGroup) -> dict[in
     return weights
 
 
-def _require_cloth(ob: bpy.types.Object) -> bpy.types.ClothModifier:
+def _require_holder(ob: bpy.types.Object, model: SceneModel) -> Any:
+    """The struct holding the object's map fields (``SceneModel.map_holder``); FitInputError
+    where the object cannot take a weight map."""
     name = getattr(ob, "name", repr(ob))
+    label = model.modifier_label
     if getattr(ob, "type", None) != "MESH":
         raise FitInputError(
-            f"{name} is not a mesh object; pick the mesh with the Cloth modifier to write a weight map to"
+            f"{name} is not a mesh object; pick the mesh with the {label} modifier to write a weight map to"
         )
-    mod = find_cloth_modifier(ob)
-    if mod is None:
-        raise FitInputError(f"{name} has no Cloth modifier; add one to give it a weight map")
+    holder = model.map_holder(ob) if model.find_modifier(ob) is not None else None
+    if holder is None:
+        raise FitInputError(f"{name} has no {label} modifier; add one to give it a weight map")
     if ob.mode == "EDIT":
         raise FitInputError(f"{name} is in Edit Mode; leave Edit Mode to write its vertex group weights")
     if ob.data.library is not None:
         raise FitInputError(
             f"{name}'s mesh is linked from a library; make it local to write its vertex groups"
         )
-    return mod
+    return holder
+
+
+def _target(ob: bpy.types.Object, model: SceneModel, kind: str) -> MapTarget:
+    target = model.map_targets.get(kind)
+    if target is None:
+        raise FitInputError(
+            f"{ob.name}: unknown map {kind!r} for the {model.name} model; use one of "
+            f"{', '.join(model.map_targets)}"
+        )
+    return target
 
 
 def _checked_weights(ob: bpy.types.Object, kind: str, weights: np.ndarray) -> np.ndarray:
-    if kind not in MAP_KINDS:
-        raise FitInputError(f"{ob.name}: unknown map {kind!r}; use one of {', '.join(MAP_KINDS)}")
     try:
         values = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -238,16 +235,17 @@ def _checked_weights(ob: bpy.types.Object, kind: str, weights: np.ndarray) -> np
 
 
 def _checked_max_values(
-    ob: bpy.types.Object, mod: bpy.types.ClothModifier, kind: str, max_values: dict[str, float]
+    ob: bpy.types.Object, holder: Any, kind: str, target: MapTarget, max_values: dict[str, float]
 ) -> dict[str, float]:
-    allowed = MAX_FIELDS[kind]
+    allowed = target.max_fields
+    minima = dict(target.min_fields)
     checked: dict[str, float] = {}
     for name, value in max_values.items():
         if name not in allowed:
             raise FitInputError(
                 f"{ob.name}: {name!r} is not a maximum of the {kind} map; use {', '.join(allowed)}"
             )
-        prop = mod.settings.bl_rna.properties[name]
+        prop = holder.bl_rna.properties[name]
         number = float(value)
         # Blender would clamp a value outside the field's range without a word
         if not math.isfinite(number) or not prop.hard_min <= number <= prop.hard_max:
@@ -255,12 +253,12 @@ def _checked_max_values(
                 f"{ob.name}: {name} = {value} is outside Blender's range "
                 f"[{prop.hard_min:g}, {prop.hard_max:g}]; give a value within it"
             )
-        low = MIN_FIELDS.get(name)
+        low = minima.get(name)
         # compared as Blender holds both, in float32: a Max equal to its minimum as written
         # (a map whose fitted range is one value) is not below the minimum's rounding
-        if low is not None and np.float32(number) < np.float32(getattr(mod.settings, low)):
+        if low is not None and np.float32(number) < np.float32(getattr(holder, low)):
             raise FitInputError(
-                f"{ob.name}: {name} = {value} is below {low} ({getattr(mod.settings, low):g}), "
+                f"{ob.name}: {name} = {value} is below {low} ({getattr(holder, low):g}), "
                 f"which Blender would raise it to; give at least {low}"
             )
         checked[name] = number

@@ -1,4 +1,4 @@
-"""A fit request's weight maps read from the cloth (main thread): each region's painted
+"""A fit request's weight maps read from the object (main thread): each region's painted
 vertex group as one weight per vertex of the mesh the fit simulates."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ def map_specs(ob: bpy.types.Object, request: FitRequest, vertex_count: int) -> l
     change where a map cannot be fitted as asked."""
     if not request.maps:
         return []
-    ranges = scene_model(request.model).map_kinds
+    model = scene_model(request.model)
+    ranges = model.map_kinds
     specs = []
     for asked in request.maps:
         if asked.kind not in ranges:
@@ -27,9 +28,9 @@ def map_specs(ob: bpy.types.Object, request: FitRequest, vertex_count: int) -> l
             )
         if len(ob.data.vertices) != vertex_count:
             raise FitInputError(
-                f"'{ob.name}': modifiers above the Cloth modifier change its vertices "
+                f"'{ob.name}': modifiers above the {model.modifier_label} modifier change its vertices "
                 f"({len(ob.data.vertices)} in the mesh, {vertex_count} simulated), so a vertex group "
-                "cannot hold its map; apply them or move them below the Cloth modifier"
+                f"cannot hold its map; apply them or move them below the {model.modifier_label} modifier"
             )
         regions = {}
         for name in asked.regions:

@@ -1,10 +1,11 @@
-"""A fit's weight maps into the cloth's vertex groups and back (main thread).
+"""A fit's weight maps into the object's vertex groups and back (main thread).
 
 The record's ``maps`` entry holds, per kind, the fitted weights (``vertex_weights``), the
-range they span (``settings``: each base stiffness and its Max) and the group asked for
-(``group``; "" for the one the modifier names, or a new one). :func:`write_maps` writes them
-with ``map_groups.write_map`` and keeps what it replaced on the object (an ID property, saved
-with the .blend); :func:`restore_maps` puts that back (Revert).
+range they span (``settings``: each base value and its Max) and the group asked for
+(``group``; "" for the one the model's field names, or a new one: ``SceneModel.map_targets``).
+:func:`write_maps` writes them with ``map_groups.write_map`` and keeps what it replaced on
+the object (an ID property, saved with the .blend); :func:`restore_maps` puts that back
+(Revert).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import bpy
 import numpy as np
 
 from ..errors import FitInputError
-from .map_groups import MAX_FIELDS, GroupState, restore_map, write_map
+from ..models.registry import object_model
+from .map_groups import GroupState, restore_map, write_map
 
 # the object's ID property holding the replaced groups' states, newest last
 STATES_KEY = "fit_to_target_map_states"
@@ -27,9 +29,10 @@ def is_region_parameter(name: str) -> bool:
     return ":" in name
 
 
-def map_maxima(maps: dict[str, dict[str, Any]]) -> set[str]:
-    """The Max fields the record's maps set (written with their weights)."""
-    return {name for kind in maps for name in MAX_FIELDS[kind]}
+def map_maxima(ob: bpy.types.Object, maps: dict[str, dict[str, Any]]) -> set[str]:
+    """The Max fields the record's maps set on the object (written with their weights)."""
+    targets = object_model(ob).map_targets
+    return {name for kind in maps if kind in targets for name in targets[kind].max_fields}
 
 
 def write_maps(ob: bpy.types.Object, maps: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -37,10 +40,12 @@ def write_maps(ob: bpy.types.Object, maps: dict[str, dict[str, Any]]) -> dict[st
     written. What Revert restores is what the groups held just before (as for the modifier's
     values). On failure, what was written is undone and FitInputError says why."""
     states: list[GroupState] = []
+    targets = object_model(ob).map_targets
     try:
         for kind, entry in maps.items():
             weights = np.asarray(entry["vertex_weights"], dtype=np.float64)
-            maxima = {name: float(entry["settings"][name]) for name in MAX_FIELDS[kind]}
+            fields = targets[kind].max_fields if kind in targets else ()
+            maxima = {name: float(entry["settings"][name]) for name in fields}
             states.append(write_map(ob, kind, weights, maxima, group_name=entry.get("group", "")))
     except Exception:
         for state in reversed(states):

@@ -104,7 +104,7 @@ def apply_result(ob: bpy.types.Object) -> dict[str, Any]:
     previous = model.current_values(mod, names)
     maps = record.get("maps") or {}
     # a map's Max goes in with its weights, after the base it may not be below
-    model.write_values(mod, {k: v for k, v in values.items() if k not in map_maxima(maps)})
+    model.write_values(mod, {k: v for k, v in values.items() if k not in map_maxima(ob, maps)})
     try:
         groups = write_maps(ob, maps)
     except Exception:

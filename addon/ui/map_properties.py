@@ -3,7 +3,7 @@ painted regions or per vertex, and the vertex group it goes to (the Weight Map s
 
 :data:`MAP_SETTINGS` holds the properties :mod:`.properties` adds to its settings group;
 :class:`FIT_PG_map_region` is registered with that group, before it. Only a model with maps
-(``Model.map_ranges``: Blender's cloth) shows or uses them.
+(``SceneModel.map_kinds``) shows or uses them; the Map menu lists its model's kinds.
 
 No ``from __future__ import annotations`` here: Blender reads the property definitions
 from the class annotations, which must stay objects, not strings.
@@ -21,34 +21,38 @@ from bpy.props import (
 
 from ...warp_core.fit.problem.maps import DEFAULT_SMOOTHNESS
 from ..errors import FitInputError
-from ..models.registry import scene_model
+from ..models.registry import object_model, scene_model, scene_models
 
-# (identifier, label, description): the groups of Blender's Cloth > Property Weights
-MAP_KIND_ITEMS = [
-    (
-        "STRUCTURAL",
-        "Structural",
-        "Fit the weights of the Cloth's Structural Group (Property Weights), which scale tension and "
-        "compression towards Max Tension and Max Compression",
-    ),
-    (
-        "SHEAR",
-        "Shear",
-        "Fit the weights of the Cloth's Shear Group (Property Weights), which scale shear towards "
-        "Max Shearing",
-    ),
-    (
-        "BENDING",
-        "Bending",
-        "Fit the weights of the Cloth's Bending Group (Property Weights), which scale bending towards "
-        "Max Bending",
-    ),
-]
+# model name -> the Map menu's items, (identifier, label, description, number): the kinds its
+# scene side offers (``SceneModel.map_targets``), numbered by their place. Kept here: Blender
+# reads the strings of a callback's items after it returns, so they must stay referenced.
+_KIND_ITEMS: dict[str, list[tuple[str, str, str, int]]] = {}
+
+
+def map_kind_items(model_name: str) -> list[tuple[str, str, str, int]]:
+    """The Map menu's items for the model called ``model_name`` (none for a model without maps)."""
+    if model_name not in _KIND_ITEMS:
+        try:
+            targets = scene_model(model_name).map_targets
+        except FitInputError:
+            targets = {}
+        offered = [(kind, t) for kind, t in targets.items() if t.offered]
+        _KIND_ITEMS[model_name] = [
+            (kind.upper(), t.label, t.description, number) for number, (kind, t) in enumerate(offered)
+        ]
+    return _KIND_ITEMS[model_name]
+
+
+def _kind_items(settings, context):
+    # the object's model's kinds; a number past them (another model's kind) reads as ""
+    return map_kind_items(object_model(settings.id_data).name)
+
+
 MAP_MODE_ITEMS = [
     (
         "REGIONS",
         "Regions",
-        "One stiffness per painted vertex group of the cloth, blended across borders as painted",
+        "One value per painted vertex group of the object, blended across borders as painted",
     ),
     (
         "FREE",
@@ -58,14 +62,20 @@ MAP_MODE_ITEMS = [
 ]
 
 
+def map_kind_order() -> list[str]:
+    """Every model's map kinds, in the menus' order (the cloth's first)."""
+    return list(dict.fromkeys(kind for model in scene_models() for kind in model.map_targets))
+
+
 def map_kind_label(kind: str) -> str:
     """Blender's name of a map kind ("structural" -> "Structural"); the kind itself when unknown."""
-    return next((label for key, label, _ in MAP_KIND_ITEMS if key == kind.upper()), kind)
+    targets = (model.map_targets.get(kind) for model in scene_models())
+    return next((t.label for t in targets if t is not None), kind)
 
 
 def has_maps(model_name: str) -> bool:
     """Whether the add-on fits and writes back weight maps of the model called ``model_name``
-    (``SceneModel.map_kinds``: Blender's cloth)."""
+    (``SceneModel.map_kinds``)."""
     try:
         return bool(scene_model(model_name).map_kinds)
     except FitInputError:
@@ -73,11 +83,11 @@ def has_maps(model_name: str) -> bool:
 
 
 class FIT_PG_map_region(bpy.types.PropertyGroup):
-    """One region of a weight map: a painted vertex group of the cloth, given one stiffness."""
+    """One region of a weight map: a painted vertex group of the object, given one value."""
 
     group: StringProperty(
         name="Region",
-        description="A vertex group of the cloth painted where the region lies; the fit finds one stiffness "
+        description="A vertex group of the object painted where the region lies; the fit finds one value "
         "for it",
     )
 
@@ -85,15 +95,15 @@ class FIT_PG_map_region(bpy.types.PropertyGroup):
 MAP_SETTINGS = {
     "map_fit": BoolProperty(
         name="Fit Map",
-        description="Also fit a stiffness weight map: the weights of one of the Cloth modifier's stiffness "
-        "vertex groups, and its base and Max values",
+        description="Also fit a weight map: the weights of one of the vertex groups the model reads (a Cloth "
+        "modifier's stiffness groups, a soft body's Stiffness or Damping Group), and its base and Max values",
         default=False,
     ),
     "map_kind": EnumProperty(
         name="Map",
-        description="Which stiffness vertex group of the Cloth modifier the fit finds the weights of",
-        items=MAP_KIND_ITEMS,
-        default="STRUCTURAL",
+        description="Which weight map of the object's model the fit finds (the vertex group it blends by)",
+        items=_kind_items,
+        default=0,
     ),
     "map_mode": EnumProperty(
         name="Mode",
@@ -104,7 +114,7 @@ MAP_SETTINGS = {
     "map_regions": CollectionProperty(
         type=FIT_PG_map_region,
         name="Regions",
-        description="The painted vertex groups of the cloth whose stiffness the fit finds, one value each",
+        description="The painted vertex groups of the object whose value the fit finds, one value each",
     ),
     "active_map_region_index": IntProperty(
         name="Active Region", description="The region selected in the list", default=0
@@ -121,8 +131,8 @@ MAP_SETTINGS = {
     ),
     "map_group": StringProperty(
         name="Output Group",
-        description="The vertex group the fitted weights are written to; empty: the group the Cloth modifier "
-        "names for this stiffness, or a new one named after it",
+        description="The vertex group the fitted weights are written to; empty: the group the model "
+        "names for this map, or a new one named after it",
         default="",
     ),
 }

@@ -14,18 +14,17 @@ import bpy
 
 from ...warp_core.fit.problem.maps import region_parameter
 from ..errors import FitInputError
-from .map_properties import MAP_KIND_ITEMS, map_kind_label
+from .map_properties import map_kind_label, map_kind_order
 from .text_wrap import wrapped_label
-
-_KIND_ORDER = [key.lower() for key, _, _ in MAP_KIND_ITEMS]
 
 
 def map_entries(record: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
-    """(kind, entry) of each fitted map of ``record``, in the Cloth panel's order."""
+    """(kind, entry) of each fitted map of ``record``, in the Map menus' order."""
     maps = (record or {}).get("maps") or {}
+    order = map_kind_order()
     return sorted(
         ((kind, entry) for kind, entry in maps.items() if isinstance(entry, dict)),
-        key=lambda item: _KIND_ORDER.index(item[0]) if item[0] in _KIND_ORDER else len(_KIND_ORDER),
+        key=lambda item: order.index(item[0]) if item[0] in order else len(order),
     )
 
 

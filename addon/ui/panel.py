@@ -163,7 +163,7 @@ class FIT_PT_maps(_FitSubPanel, bpy.types.Panel):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        # only a model with maps (Blender's cloth; not a soft body)
+        # only a model with maps (``SceneModel.map_kinds``)
         ob = fit_object(context)
         return ob is not None and shows_maps(ob)
 

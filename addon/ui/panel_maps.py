@@ -9,12 +9,9 @@ from __future__ import annotations
 import bpy
 
 from ...warp_core.models import get_model
-from ...warp_core.models.blender_cloth.maps import MAP_FIELDS
-from ..models.blender_cloth.scene_model import VERTEX_GROUPS
 from ..models.registry import object_model
-from ..scene.map_groups import GROUP_NAMES
 from .labels import model_labels
-from .map_properties import has_maps, map_kind_label
+from .map_properties import has_maps
 from .text_wrap import wrapped_label
 
 
@@ -30,23 +27,24 @@ class FIT_UL_map_regions(bpy.types.UIList):
 
 
 def shows_maps(ob: bpy.types.Object) -> bool:
-    """Whether the object's model fits weight maps (a soft body's does not)."""
+    """Whether the object's model fits weight maps (``SceneModel.map_kinds``)."""
     return has_maps(object_model(ob).name)
 
 
 def output_group_line(ob: bpy.types.Object) -> str:
     """Where the fitted weights will go, when the Output Group is left empty: the group the
-    Cloth modifier names for the kind, or the new group the write makes ("" when a group is
-    chosen)."""
+    model's field names for the kind (``MapTarget.group_field``), or the new group the write
+    makes ("" when a group is chosen, or no kind is)."""
     s = ob.fit_to_target
-    if s.map_group:
+    model = object_model(ob)
+    target = model.map_targets.get(s.map_kind.lower())
+    if s.map_group or target is None:
         return ""
-    kind = s.map_kind.lower()
-    mod = object_model(ob).find_modifier(ob)
-    named = getattr(mod.settings, VERTEX_GROUPS[MAP_FIELDS[kind]], "") if mod is not None else ""
+    holder = model.map_holder(ob) if model.find_modifier(ob) is not None else None
+    named = getattr(holder, target.group_field, "") if holder is not None else ""
     if named and named in ob.vertex_groups:
-        return f"Writes to '{named}', the Cloth's {map_kind_label(kind)} Group"
-    return f"Writes to a new group '{GROUP_NAMES[kind]}'"
+        return f"Writes to '{named}', {target.group_label}"
+    return f"Writes to a new group '{target.new_group}'"
 
 
 def range_line(model_name: str, kind: str) -> str:
@@ -76,7 +74,9 @@ def draw_maps(layout: bpy.types.UILayout, ob: bpy.types.Object, width_chars: int
     s = ob.fit_to_target
     layout.active = s.map_fit
     layout.prop(s, "map_kind")
-    wrapped_label(layout, range_line(object_model(ob).name, s.map_kind.lower()), width_chars, icon="BLANK1")
+    model_name, kind = object_model(ob).name, s.map_kind.lower()
+    if kind in get_model(model_name).map_ranges:
+        wrapped_label(layout, range_line(model_name, kind), width_chars, icon="BLANK1")
     layout.row().prop(s, "map_mode", expand=True)
     if s.map_mode == "REGIONS":
         row = layout.row()
@@ -85,7 +85,7 @@ def draw_maps(layout: bpy.types.UILayout, ob: bpy.types.Object, width_chars: int
         col.operator("object.fit_to_target_add_map_region", text="", icon="ADD")
         col.operator("object.fit_to_target_remove_map_region", text="", icon="REMOVE")
         if not s.map_regions:
-            text = "Add the painted vertex groups whose stiffness the fit finds, one value each"
+            text = "Add the painted vertex groups whose value the fit finds, one value each"
             wrapped_label(layout, text, width_chars, icon="INFO")
     else:
         layout.prop(s, "map_smoothness")

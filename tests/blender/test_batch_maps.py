@@ -26,13 +26,14 @@ args_module = addon_module("cli.args")
 objects_module = addon_module("cli.objects")
 request_module = addon_module("request")
 map_groups = addon_module("scene.map_groups")
+cloth_scene = addon_module("models.blender_cloth.scene_model")
 
 FRAMES = [8, 16, 24]
 TRUTH = {"Left": 5.0, "Right": 40.0}
 START = 15.0
 STRUCTURAL = ("tension_stiffness", "compression_stiffness")
 STRUCTURAL_MAX = ("tension_stiffness_max", "compression_stiffness_max")
-NEW_GROUP = map_groups.GROUP_NAMES["structural"]
+NEW_GROUP = cloth_scene.SCENE_MODEL.map_targets["structural"].new_group
 FIT_ARGS = ("--fit-map", "structural", "--map-regions", "Left,Right")
 
 
@@ -196,13 +197,14 @@ def test_refusals_exit_2_with_one_line(fitted: dict, tmp_path: Path, case: str) 
     assert not (tmp_path / "out.blend").exists() and not out
 
 
-def test_a_soft_body_fits_no_map(tmp_path: Path) -> None:
+def test_a_soft_body_fits_no_cloth_map(tmp_path: Path) -> None:
     soft_object(cells=2, frame_end=8)
     scene = tmp_path / "jelly.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene))
     code, _, err = run_in_process(scene, "--object", "Jelly", "--fit-map", "structural")
     (line,) = our_errors(err)
-    assert code == 2 and "'Jelly' is fitted with the soft_body model, which fits no weight map" in line
+    expected = "'Jelly' is fitted with the soft_body model, which fits only stiffness, damping"
+    assert code == 2 and expected in line
 
 
 def test_the_requests_the_arguments_make(fitted: dict) -> None:

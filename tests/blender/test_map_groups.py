@@ -26,6 +26,9 @@ from blender_ref import (
 _PACKAGE = addon_package()
 map_groups = importlib.import_module(f"{_PACKAGE.__name__}.addon.scene.map_groups")
 FitInputError = importlib.import_module(f"{_PACKAGE.__name__}.addon.errors").FitInputError
+cloth_scene = importlib.import_module(f"{_PACKAGE.__name__}.addon.models.blender_cloth.scene_model")
+find_cloth_modifier = cloth_scene.find_cloth_modifier
+TARGETS = cloth_scene.SCENE_MODEL.map_targets  # where each cloth map goes
 
 # the structural case of test_stiffness_groups.py: its scene, frames and tolerance (max
 # deviation / largest displacement; measured 6.3e-5 there with a ramp group, 2.2e-5 here
@@ -55,7 +58,7 @@ def snapshot(ob: bpy.types.Object) -> dict[str, Any]:
     groups = {}
     for group in ob.vertex_groups:
         groups[group.name] = (group.index, group.lock_weight, map_groups.group_weights(ob, group))
-    settings = map_groups.find_cloth_modifier(ob).settings
+    settings = find_cloth_modifier(ob).settings
     values = {}
     for prop in settings.bl_rna.properties:
         if prop.type in {"POINTER", "COLLECTION"} or prop.identifier == "rna_type":
@@ -79,7 +82,7 @@ def test_write_creates_a_group_and_restore_removes_it() -> None:
     weights = ramp(ob)
     state = map_groups.write_map(ob, "structural", weights, {"tension_stiffness_max": 55.5})
 
-    settings = map_groups.find_cloth_modifier(ob).settings
+    settings = find_cloth_modifier(ob).settings
     assert state.previous_weights is None and state.previous_setting == ""
     assert state.group.startswith("Fit Structural Stiffness") and state.group != "Fit Structural Stiffness"
     assert settings.vertex_group_structural_stiffness == state.group
@@ -101,10 +104,10 @@ def test_write_creates_a_group_and_restore_removes_it() -> None:
 def test_each_kind_names_its_own_group_and_maximum(kind: str) -> None:
     ob = sheet()
     before = snapshot(ob)
-    maximum = map_groups.MAX_FIELDS[kind][0]
+    maximum = TARGETS[kind].max_fields[0]
     state = map_groups.write_map(ob, kind, ramp(ob), {maximum: 25.0 if kind != "shrink" else 0.25})
-    settings = map_groups.find_cloth_modifier(ob).settings
-    assert getattr(settings, state.setting) == state.group == map_groups.GROUP_NAMES[kind]
+    settings = find_cloth_modifier(ob).settings
+    assert getattr(settings, state.setting) == state.group == TARGETS[kind].new_group
     assert getattr(settings, maximum) == pytest.approx(25.0 if kind != "shrink" else 0.25)
     map_groups.restore_map(ob, state)
     assert snapshot(ob) == before
@@ -135,7 +138,7 @@ def test_write_replaces_an_existing_group_and_restore_brings_it_back() -> None:
 
 def test_a_missing_named_group_is_replaced_by_a_new_one_and_the_name_restored() -> None:
     ob = sheet()
-    map_groups.find_cloth_modifier(ob).settings.vertex_group_bending = "Gone"
+    find_cloth_modifier(ob).settings.vertex_group_bending = "Gone"
     before = snapshot(ob)
     state = map_groups.write_map(ob, "bending", ramp(ob))
     assert state.previous_weights is None and state.group == "Fit Bending Stiffness"

@@ -18,6 +18,7 @@ from test_addon_panel import ICON_PX, INSET_PX, WIDTHS_PX, Layout, SidebarContex
 
 panel = addon_module("ui.panel")
 panel_maps = addon_module("ui.panel_maps")
+map_properties = addon_module("ui.map_properties")
 map_result_ui = addon_module("ui.map_result_ui")
 panel_result = addon_module("ui.panel_result")
 checks = addon_module("scene.checks")
@@ -83,11 +84,20 @@ def test_settings_make_the_request() -> None:
     assert (asked.kind, asked.group, asked.regions) == ("bending", "Body", [])
     assert asked.smoothness == 0.02  # as typed, not its float32 0.0199999996
 
-    # a soft body fits no maps: no request, no sub-panel
+    # a soft body's Map menu has its own kinds: Bending (the cloth's third) is none of them
     s.model = "SOFT_BODY"
-    assert fit_request.request_from_object(ob).maps == []
-    assert not panel.FIT_PT_maps.poll(bpy.context)
+    assert panel.FIT_PT_maps.poll(bpy.context)
+    items = map_properties.map_kind_items("soft_body")
+    assert [item[:2] for item in items] == [("STIFFNESS", "Stiffness"), ("DAMPING", "Damping")]
+    assert s.map_kind == ""
+    with pytest.raises(errors.FitInputError, match=r"^'Cloth': pick the map to fit in Weight Map"):
+        fit_request.request_from_object(ob)
+    s.map_kind, s.map_mode = "DAMPING", "REGIONS"
+    assert fit_request.request_from_object(ob).maps == [MapRequest("damping", "Body", ["Collar", "Body"])]
+    with pytest.raises(TypeError):
+        s.map_kind = "SHEAR"  # not a soft body's map
     s.model = "BLENDER_CLOTH"
+    assert s.map_kind == "SHEAR"  # the same place in the cloth's menu
     assert panel.FIT_PT_maps.poll(bpy.context)
 
 
@@ -163,7 +173,7 @@ def test_sub_panel_draws_the_settings() -> None:
         "Sets Tension Stiffness and Compression Stiffness (weight 0), Max Tension and Max Compression "
         in (" ".join(text) + " ")
     )
-    assert "Add the painted vertex groups whose stiffness the fit finds, one value each" in text
+    assert "Add the painted vertex groups whose value the fit finds, one value each" in text
     assert "Writes to a new group 'Fit Structural Stiffness'" in text
 
     # the region rows: each a search among the cloth's vertex groups, red when not one of them

@@ -30,6 +30,7 @@ from ..base import TieOption, as_type_of, plain
 from ..parameter_rows import draw_parameter_groups
 from .collisions import ColliderSampler, collision_settings_values
 from .fields import field_rows
+from .map_targets import MAP_TARGETS
 from .panel_rows import GROUPS
 from .unmodeled import cautions, unmodeled_settings
 
@@ -207,9 +208,15 @@ class BlenderClothScene:
     precision = "float64"
     auto_device_by_size = True  # bench/device_crossover.py measures cloth fits
     map_kinds = tuple(get_model(NAME).map_ranges)  # written by addon/scene/map_groups.py
+    map_targets = MAP_TARGETS  # where each kind's group and Max values are
+    free_maps = True
 
     def find_modifier(self, ob: bpy.types.Object) -> bpy.types.ClothModifier | None:
         return find_cloth_modifier(ob)
+
+    def map_holder(self, ob: bpy.types.Object) -> bpy.types.ClothSettings | None:
+        mod = find_cloth_modifier(ob)
+        return mod.settings if mod is not None else None
 
     def cache_frame_range(self, mod: bpy.types.ClothModifier) -> tuple[int, int]:
         return cache_frame_range(mod)

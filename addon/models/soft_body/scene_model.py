@@ -34,6 +34,7 @@ from ...scene.steps import StepGenerator
 from ..base import NoFrameSampler, as_type_of, plain
 from ..blender_cloth.fields import acting_fields
 from ..parameter_rows import draw_parameter_groups
+from .map_targets import MAP_TARGETS
 from .panel_rows import GROUPS, MAP_GROUPS, draw_simulation
 
 NAME = "soft_body"
@@ -301,9 +302,10 @@ class SoftBodyScene:
     parameter_groups = GROUPS
     precision = "float32"  # Newton's VBD runs in float32
     auto_device_by_size = False  # no crossover measured: Auto means the first CUDA device
-    # the core fits the stiffness and damping maps' regions; writing them into the object's
-    # groups is not built yet, so the add-on offers none
-    map_kinds: tuple[str, ...] = ()
+    # the stiffness and damping maps, written into the groups the object's model values name
+    map_kinds: tuple[str, ...] = tuple(MAP_TARGETS)
+    map_targets = MAP_TARGETS
+    free_maps = False  # the core fits a soft body's maps by regions only
 
     find_modifier = staticmethod(find_soft_body_modifier)
     cache_frame_range = staticmethod(cache_frame_range)
@@ -315,6 +317,10 @@ class SoftBodyScene:
     current_values = staticmethod(current_values)
     write_values = staticmethod(write_values)
     draw_parameters = staticmethod(draw_parameters)
+
+    @staticmethod
+    def map_holder(ob: bpy.types.Object) -> Any:
+        return model_settings(ob)
 
     @staticmethod
     def cautions(mod: bpy.types.SoftBodyModifier) -> list[str]:
