@@ -188,18 +188,29 @@ def test_prepare_fit_samples_the_colliders_up_to_the_last_target() -> None:
     assert prepared.warnings == []
 
 
-def test_self_collision_refused_by_name_single_sided_accepted() -> None:
+def test_self_collision_and_single_sided_colliders_are_simulated_and_exported() -> None:
+    """Self Collisions are read with the cloth's other collision settings (its group's
+    vertices, weight > 0, collide with no part of the cloth), not refused."""
     scene, ob = sheet_on_cube()
     cube = bpy.data.objects["Cube"]
     assert cube.collision.use_culling  # Blender's default for a new Collision modifier
     assert unmodeled(scene, ob) == []
     cube.collision.use_culling = False
     assert unmodeled(scene, ob) == []
-    cloth_modifier(ob).collision_settings.use_self_collision = True
-    assert unmodeled(scene, ob) == ["Self Collision (collision_settings.use_self_collision) is on"]
+    cs = cloth_modifier(ob).collision_settings
+    cs.use_self_collision = True
+    cs.self_distance_min, cs.self_friction, cs.self_impulse_clamp = 0.02, 3.0, 0.5
+    edge = ob.vertex_groups.new(name="Edge")
+    edge.add([0, 1, 2], 1.0, "REPLACE")
+    edge.add([3], 0.0, "REPLACE")  # a member at weight 0 collides
+    cs.vertex_group_self_collisions = "Edge"
+    assert unmodeled(scene, ob) == []
+    _, params, _ = export_problem_inputs(scene, ob)
+    assert params.use_self_collision and params.self_collision_excluded == (0, 1, 2)
+    assert (params.self_distance_min, params.self_friction) == pytest.approx((0.02, 3.0))
+    assert params.self_impulse_clamp == pytest.approx(0.5)
     add_target(ob, 10)
-    with pytest.raises(errors.FitInputError, match=r"'Cloth': Self Collision"):
-        checks.check_request(scene, ob, fit_request.request_from_object(ob), check_device=False)
+    checks.check_request(scene, ob, fit_request.request_from_object(ob), check_device=False)
 
 
 def _into_collection(

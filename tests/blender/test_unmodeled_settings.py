@@ -97,10 +97,6 @@ def group_setting(name: str) -> Callable[[bpy.types.Object], None]:
 
 # (change to the scene, the words the refusal must contain)
 REFUSED = {
-    "self collision": (
-        settings(**{"collision.use_self_collision": True}),
-        "collision_settings.use_self_collision",
-    ),
     "pressure with fluid density": (settings(use_pressure=True, fluid_density=1.0), "settings.fluid_density"),
     "pressure with a pressure group": (
         lambda ob: (settings(use_pressure=True)(ob), group_setting("vertex_group_pressure")(ob)),
@@ -168,6 +164,8 @@ ACCEPTED = {
     # simulated: object collisions, double- and single-sided
     "collision object": lambda ob: collider(),
     "single-sided collision object": lambda ob: collider(single_sided=True),
+    # simulated: self collisions
+    "self collision": settings(**{"collision.use_self_collision": True}),
     "wind weight 0": lambda ob: (force_field(), setattr(cloth(ob).settings.effector_weights, "wind", 0.0)),
     "all weights 0": lambda ob: (
         force_field("FORCE"),

@@ -47,16 +47,25 @@ def collision_objects(
 def collision_settings_values(
     ob: bpy.types.Object, mod: bpy.types.ClothModifier, me: bpy.types.Mesh | None = None
 ) -> dict[str, Any]:
-    """The cloth's ``collision_settings`` that act on object collisions, as ClothParams
-    fields. ``me``: the mesh entering the cloth modifier (the object's own mesh when None),
-    whose vertices of weight > 0 in the object-collision group collide with nothing."""
+    """The cloth's ``collision_settings`` as ClothParams fields: object collisions and self
+    collisions. ``me``: the mesh entering the cloth modifier (the object's own mesh when
+    None), whose vertices of weight > 0 in the object-collision group collide with no object,
+    and those in the self-collision group with no part of the cloth (a triangle of only such
+    vertices, as Blender flags them)."""
     c = mod.collision_settings
-    weights = vertex_group_weights(me if me is not None else ob.data, ob, c.vertex_group_object_collisions)
+    me = me if me is not None else ob.data
+    weights = vertex_group_weights(me, ob, c.vertex_group_object_collisions)
+    self_weights = vertex_group_weights(me, ob, c.vertex_group_self_collisions)
     return {
         "distance_min": float(c.distance_min),
         "impulse_clamp": float(c.impulse_clamp),
         "collision_quality": int(c.collision_quality),
         "collision_excluded": tuple(int(i) for i in np.flatnonzero(weights > 0.0)),
+        "use_self_collision": bool(c.use_self_collision),
+        "self_distance_min": float(c.self_distance_min),
+        "self_friction": float(c.self_friction),
+        "self_impulse_clamp": float(c.self_impulse_clamp),
+        "self_collision_excluded": tuple(int(i) for i in np.flatnonzero(self_weights > 0.0)),
     }
 
 

@@ -57,6 +57,12 @@ SIMULATED: dict[str, tuple[str, ...]] = {
         "impulse_clamp",
         "collection",
         "vertex_group_object_collisions",
+        # self collisions (self_collision.py), against Blender's in tests/blender/test_self_collision.py
+        "use_self_collision",
+        "self_distance_min",
+        "self_friction",
+        "self_impulse_clamp",
+        "vertex_group_self_collisions",
     ),
     # a collider's settings that act on cloth
     "CollisionSettings": ("use", "thickness_outer", "cloth_friction", "use_culling", "use_normal"),
@@ -83,13 +89,7 @@ REFUSED: dict[str, tuple[str, ...]] = {
         "rest_shape_key",
         "goal_default",
     ),
-    "ClothCollisionSettings": (
-        "use_self_collision",
-        "self_distance_min",
-        "self_friction",
-        "self_impulse_clamp",
-        "vertex_group_self_collisions",
-    ),
+    "ClothCollisionSettings": (),
     "CollisionSettings": (),
     "EffectorWeights": (
         "vortex",

@@ -14,13 +14,9 @@ from .fields import acting_fields, unsupported
 def unmodeled_settings(
     scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier
 ) -> list[str]:
-    """One phrase per unsimulated setting in use, e.g. "Self Collision
-    (collision_settings.use_self_collision) is on"."""
-    return (
-        list(_cloth_settings(ob, mod.settings))
-        + list(_collisions(scene, ob, mod))
-        + list(_effectors(scene, ob, mod))
-    )
+    """One phrase per unsimulated setting in use, e.g. "Internal Springs
+    (settings.use_internal_springs) is on"."""
+    return list(_cloth_settings(ob, mod.settings)) + list(_effectors(scene, ob, mod))
 
 
 def _on(label: str, path: str) -> str:
@@ -63,12 +59,6 @@ def _has_loose_edges(mesh: bpy.types.Mesh) -> bool:
     """Blender makes a sewing spring of every edge that belongs to no face."""
     in_faces = {key for poly in mesh.polygons for key in poly.edge_keys}
     return any(edge.key not in in_faces for edge in mesh.edges)
-
-
-def _collisions(scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier) -> Iterator[str]:
-    # object collisions are simulated as Blender does them, self collision is not
-    if mod.collision_settings.use_self_collision:
-        yield _on("Self Collision", "collision_settings.use_self_collision")
 
 
 def _effectors(scene: bpy.types.Scene, ob: bpy.types.Object, mod: bpy.types.ClothModifier) -> Iterator[str]:
