@@ -14,8 +14,9 @@ import warp as wp
 
 from ...mesh import ClothMesh
 from .collision import CollisionInputs, CollisionStage, cloth_triangles
-from .collision_kernels import CHUNK, KDOP_AXES, collision_kernels
+from .collision_kernels import KDOP_AXES, collision_kernels
 from .params import ClothParams
+from .self_collision_grid import BLOCK, bucket_count, self_collision_grid
 from .self_collision_kernels import self_collision_kernels
 from .topology import SPRING_SEWING, Topology
 
@@ -45,7 +46,8 @@ class SelfCollisionStage:
         device: str,
     ) -> None:
         self.kernels = self_collision_kernels(dtype)
-        self.shared = collision_kernels(dtype)  # the BVH leaves, the gather, predict and update
+        self.shared = collision_kernels(dtype)  # the BVH leaves, predict and update
+        self.grid = self_collision_grid(dtype)
         self.dtype = dtype
         self.device = device
         self.settings = settings
@@ -74,7 +76,18 @@ class SelfCollisionStage:
             np.full(t, settings.self_distance_min, np_float), dtype=dtype, device=device
         )
         self.kdop = wp.zeros((t, 2 * KDOP_AXES), dtype=dtype, device=device)
-        self.chunk_box = wp.zeros(((t + CHUNK - 1) // CHUNK, 6), dtype=dtype, device=device)
+        # the grid of the candidate search (self_collision_grid)
+        h = bucket_count(t)
+        self.widest = wp.zeros((t + BLOCK - 1) // BLOCK, dtype=dtype, device=device)
+        self.cell = wp.zeros(1, dtype=dtype, device=device)
+        self.tri_cell = wp.zeros(t, dtype=wp.vec3i, device=device)
+        self.tri_bucket = wp.zeros(t, dtype=wp.int32, device=device)
+        self.bucket_size, self.bucket_fill, self.bucket_start = (
+            wp.zeros(h, dtype=wp.int32, device=device) for _ in range(3)
+        )
+        self.bucket_totals = wp.zeros((h + BLOCK - 1) // BLOCK, dtype=wp.int32, device=device)
+        self.bucket_tris = wp.zeros(t, dtype=wp.int32, device=device)
+        self.candidate_lower = wp.zeros(t, dtype=wp.int32, device=device)
         vec3 = self.kernels.vec3
         # the stage's own prediction, for a cloth without colliders
         self.v_new, self.tx, self.tv, self.dcvel, self.velocity_change = (
@@ -92,12 +105,13 @@ class SelfCollisionStage:
         self.lanes = 1 if wp.get_device(d).is_cpu else self.slots
         self.candidate = wp.zeros((t, slots), dtype=wp.int32, device=d)
         self.candidate_count = wp.zeros(t, dtype=wp.int32, device=d)
+        self.mirror = wp.zeros((t, slots), dtype=wp.int32, device=d)
         self.pair_active = wp.zeros((t, slots), dtype=wp.int32, device=d)
         self.pair_normal = wp.zeros((t, slots), dtype=vec3, device=d)
         self.pair_distance = wp.zeros((t, slots), dtype=self.dtype, device=d)
         self.pair_aw = wp.zeros((t, slots), dtype=vec3, device=d)
         self.pair_bw = wp.zeros((t, slots), dtype=vec3, device=d)
-        self.pair_impulse = wp.zeros((t, slots, 3), dtype=vec3, device=d)
+        self.pair_impulse = wp.zeros((t, slots, 6), dtype=vec3, device=d)
 
     def start_rollout(self) -> None:
         self.overflow.zero_()
@@ -111,15 +125,38 @@ class SelfCollisionStage:
         d, t = self.device, self.tris.shape[0]
         sh = self.shared
         wp.launch(sh.kdops, dim=t, device=d, inputs=[self.tris, self.tri_epsilon, tx], outputs=[self.kdop])
+        gr, h = self.grid, self.bucket_size.shape[0]
         wp.launch(
-            sh.chunk_boxes,
-            dim=self.chunk_box.shape[0],
+            gr.widest_in_block, dim=self.widest.shape[0], device=d, inputs=[self.kdop], outputs=[self.widest]
+        )
+        wp.launch(gr.cell_size, dim=1, device=d, inputs=[self.widest], outputs=[self.cell])
+        wp.launch(gr.clear_buckets, dim=h, device=d, outputs=[self.bucket_size, self.bucket_fill])
+        wp.launch(
+            gr.file_triangles,
+            dim=t,
             device=d,
-            inputs=[self.kdop],
-            outputs=[self.chunk_box],
+            inputs=[self.kdop, self.tri_excluded, self.cell],
+            outputs=[self.tri_cell, self.tri_bucket, self.bucket_size],
+        )
+        totals = self.bucket_totals
+        wp.launch(gr.block_totals, dim=totals.shape[0], device=d, inputs=[self.bucket_size], outputs=[totals])
+        wp.launch(
+            gr.bucket_starts,
+            dim=totals.shape[0],
+            device=d,
+            inputs=[self.bucket_size, totals],
+            outputs=[self.bucket_start],
         )
         wp.launch(
-            self.kernels.candidates,
+            gr.scatter,
+            dim=t,
+            device=d,
+            inputs=[self.tri_excluded, self.tri_bucket, self.bucket_start, self.bucket_fill],
+            outputs=[self.bucket_tris],
+        )
+        lists = [self.candidate, self.candidate_count, self.candidate_lower]
+        wp.launch(
+            gr.candidates,
             dim=t,
             device=d,
             inputs=[
@@ -129,11 +166,16 @@ class SelfCollisionStage:
                 self.sew_offsets,
                 self.sew_partners,
                 self.kdop,
-                self.chunk_box,
+                self.cell,
+                self.tri_cell,
+                self.bucket_start,
+                self.bucket_size,
+                self.bucket_tris,
                 self.slots,
             ],
-            outputs=[self.candidate, self.candidate_count, self.overflow],
+            outputs=[*lists, self.overflow],
         )
+        wp.launch(self.kernels.mirrors, dim=t, device=d, inputs=lists, outputs=[self.mirror, self.overflow])
 
     def round(self, tx: wp.array, tv: wp.array, dcvel: wp.array, h: float) -> None:
         """One round of Blender's ``cloth_bvh_selfcollisions_nearcheck`` at ``tx`` and its
@@ -150,7 +192,7 @@ class SelfCollisionStage:
             k.contacts,
             dim=(t, lanes),
             device=d,
-            inputs=[self.tris, self.candidate, self.candidate_count, tx, eps],
+            inputs=[self.tris, self.candidate, self.candidate_count, self.candidate_lower, tx, eps],
             outputs=[*pair, lanes],
         )
         time_multiplier = dt(1.0 / h)
@@ -164,6 +206,7 @@ class SelfCollisionStage:
                     self.tris,
                     self.candidate,
                     self.candidate_count,
+                    self.candidate_lower,
                     *pair,
                     tv,
                     eps,
@@ -174,13 +217,16 @@ class SelfCollisionStage:
                 outputs=[self.pair_impulse, lanes],
             )
             wp.launch(
-                self.shared.apply_impulses,
+                k.apply_impulses,
                 dim=n,
                 device=d,
                 inputs=[
                     self.vertex_tri_offsets,
                     self.vertex_tri_corners,
+                    self.candidate,
                     self.candidate_count,
+                    self.candidate_lower,
+                    self.mirror,
                     self.pair_impulse,
                 ],
                 outputs=[tv, dcvel],

@@ -2,16 +2,16 @@
 ``cloth_selfcollision_response_static`` in Blender's ``collision.cc``) as Warp kernels:
 
 1. candidate pairs of the cloth's own triangles whose 26-sided bounding volumes, grown by
-   the self distance, overlap at the predicted positions (the pairs Blender's
-   ``BLI_bvhtree_overlap_self`` returns), less the pairs Blender skips: triangles that share
-   a vertex or a sewing edge, both wholly pinned, or either wholly in the self-collision
-   group. Each triangle lists every partner (the pair appears in both lists);
-2. per listed pair, the closest points of the two triangles, the lower-numbered one first
+   the self distance, overlap at the predicted positions (``self_collision_grid``), less
+   the pairs Blender skips. Each triangle lists every partner in triangle order (the pair
+   appears in both lists); the lower-numbered triangle owns the pair, and the other finds
+   the pair's record in the owner's list (``mirrors``);
+2. per owned pair, the closest points of the two triangles, the lower-numbered one first
    (Blender's order: the contact test is not symmetric), in contact within twice the self
-   distance;
-3. per listed pair, the impulses of its contact on the listing triangle's three corners
-   (the pair's impulses on either triangle come out of the same arithmetic in both lists),
-   which ``collision_kernels.apply_impulses`` gathers per vertex, largest per axis.
+   distance: each pair evaluated once;
+3. per owned pair, the impulses of its contact on both triangles' corners, which
+   ``apply_impulses`` gathers per vertex, largest per axis, over each triangle's partners
+   in triangle order (the order a tie between equal magnitudes is settled by).
 
 Nothing is reduced with atomics, so the result is the same on every device.
 """
@@ -22,7 +22,6 @@ from types import SimpleNamespace
 import warp as wp
 
 from .collision_geometry import ALMOST_ZERO, collision_geometry
-from .collision_kernels import CHUNK, KDOP_AXES
 from .force_kernels import NO_FMA
 
 
@@ -31,86 +30,41 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
     g = collision_geometry(dtype)
     vec3 = g.vec3
 
-    @wp.func
-    def kdops_apart(kdop: wp.array2d(dtype=dtype), i: wp.int32, j: wp.int32):
-        apart = bool(False)  # noqa: UP018 (a dynamic Warp variable)
-        for a in range(KDOP_AXES):
-            if kdop[i, 2 * a] > kdop[j, 2 * a + 1] or kdop[j, 2 * a] > kdop[i, 2 * a + 1]:
-                apart = True
-                break
-        return apart
-
-    @wp.func
-    def sewn(
-        p: wp.int32,
-        q: wp.int32,
-        sew_offsets: wp.array(dtype=wp.int32),
-        sew_partners: wp.array(dtype=wp.int32),
-    ):
-        found = bool(False)  # noqa: UP018 (a dynamic Warp variable)
-        for e in range(sew_offsets[p], sew_offsets[p + 1]):
-            if sew_partners[e] == q:
-                found = True
-        return found
-
-    @wp.func
-    def pair_allowed(
-        a: wp.vec3i,
-        b: wp.vec3i,
-        sew_offsets: wp.array(dtype=wp.int32),
-        sew_partners: wp.array(dtype=wp.int32),
-    ):
-        # cloth_bvh_selfcollision_is_active's neighbour test: no shared vertex, no sewing edge
-        ok = bool(True)  # noqa: UP018 (a dynamic Warp variable)
-        for i in range(3):
-            for j in range(3):
-                if a[i] == b[j] or sewn(a[i], b[j], sew_offsets, sew_partners):
-                    ok = False
-        return ok
-
     @wp.kernel(module="unique", module_options=NO_FMA)
-    def candidates(
-        tris: wp.array(dtype=wp.vec3i),
-        tri_excluded: wp.array(dtype=wp.int32),
-        tri_pinned: wp.array(dtype=wp.int32),
-        sew_offsets: wp.array(dtype=wp.int32),
-        sew_partners: wp.array(dtype=wp.int32),
-        kdop: wp.array2d(dtype=dtype),
-        chunk_box: wp.array2d(dtype=dtype),
-        slots: wp.int32,
+    def mirrors(
         candidate: wp.array2d(dtype=wp.int32),
         candidate_count: wp.array(dtype=wp.int32),
+        candidate_lower: wp.array(dtype=wp.int32),
+        mirror: wp.array2d(dtype=wp.int32),
         overflow: wp.array(dtype=wp.int32),
     ):
-        # every partner of triangle t, in triangle order
+        # a pair's record lives with its lower-numbered triangle: where in the partner's
+        # sorted list (past its lower partners) t is (missing only from a truncated list)
         t = wp.tid()
-        c = int(0)  # noqa: UP018 (a dynamic Warp variable)
-        n = kdop.shape[0]
-        if tri_excluded[t] == 0:
-            for k in range(chunk_box.shape[0]):
-                near = bool(True)  # noqa: UP018 (a dynamic Warp variable)
-                for a in range(3):
-                    if kdop[t, 2 * a] > chunk_box[k, 2 * a + 1] or chunk_box[k, 2 * a] > kdop[t, 2 * a + 1]:
-                        near = False
-                if near:
-                    for j in range(k * CHUNK, wp.min(k * CHUNK + CHUNK, n)):
-                        if j == t or tri_excluded[j] != 0 or (tri_pinned[t] != 0 and tri_pinned[j] != 0):
-                            continue
-                        if kdops_apart(kdop, t, j):
-                            continue
-                        if pair_allowed(tris[t], tris[j], sew_offsets, sew_partners):
-                            if c < slots:
-                                candidate[t, c] = j
-                            else:
-                                overflow[0] = 1
-                            c += 1
-        candidate_count[t] = wp.min(c, slots)
+        for s in range(candidate_lower[t]):
+            j = candidate[t, s]
+            lo = candidate_lower[j]
+            hi = candidate_count[j]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if candidate[j, mid] < t:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            found = int(-1)  # noqa: UP018 (a dynamic Warp variable)
+            if lo < candidate_count[j]:
+                if candidate[j, lo] == t:
+                    found = lo
+            if found < 0:
+                overflow[0] = 1
+            mirror[t, s] = found
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def contacts(
         tris: wp.array(dtype=wp.vec3i),
         candidate: wp.array2d(dtype=wp.int32),
         candidate_count: wp.array(dtype=wp.int32),
+        candidate_lower: wp.array(dtype=wp.int32),
         tx: wp.array(dtype=vec3),
         self_distance: dtype,
         pair_active: wp.array2d(dtype=wp.int32),
@@ -120,14 +74,13 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
         pair_bw: wp.array2d(dtype=vec3),
         lanes: wp.int32,
     ):
-        # cloth_selfcollision for the pair (lower-numbered triangle a, other b), neither Single
-        # Sided nor along a normal; ``lanes`` threads per triangle share its list
+        # cloth_selfcollision for each pair t owns (t the lower-numbered triangle a, the
+        # partner b), neither Single Sided nor along a normal; ``lanes`` threads share them
         t, lane = wp.tid()
-        for s in range(lane, candidate_count[t], lanes):
+        for s in range(candidate_lower[t] + lane, candidate_count[t], lanes):
             pair_active[t, s] = 0
-            j = candidate[t, s]
-            a = tris[wp.min(t, j)]
-            b = tris[wp.max(t, j)]
+            a = tris[t]
+            b = tris[candidate[t, s]]
             a0 = tx[a[0]]
             a1 = tx[a[1]]
             a2 = tx[a[2]]
@@ -183,11 +136,22 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
             normal_imp = (d / time_multiplier) / dtype(9.0)
         return tangent, friction_imp, normal_imp
 
+    @wp.func
+    def side_impulse(
+        tangent: vec3, f_imp: dtype, n: vec3, n_imp: dtype, wc: dtype, side: dtype, clamp_sq: dtype
+    ):
+        imp = vec3()
+        if f_imp > dtype(0.0):
+            imp = tangent * (wc * (side * f_imp))
+        imp = imp + n * (wc * (side * n_imp))
+        return clamped(imp, clamp_sq)
+
     @wp.kernel(module="unique", module_options=NO_FMA)
     def impulses(
         tris: wp.array(dtype=wp.vec3i),
         candidate: wp.array2d(dtype=wp.int32),
         candidate_count: wp.array(dtype=wp.int32),
+        candidate_lower: wp.array(dtype=wp.int32),
         pair_active: wp.array2d(dtype=wp.int32),
         pair_normal: wp.array2d(dtype=vec3),
         pair_distance: wp.array2d(dtype=dtype),
@@ -201,16 +165,15 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
         pair_impulse: wp.array3d(dtype=vec3),
         lanes: wp.int32,
     ):
-        # the impulses of the pair on the listing triangle's corners: +w on a, -u on b
+        # the impulses of each pair t owns on both triangles' corners: +w on a's (slots
+        # 0-2), -u on b's (3-5)
         t, lane = wp.tid()
-        for s in range(lane, candidate_count[t], lanes):
-            i0 = vec3()
-            i1 = vec3()
-            i2 = vec3()
+        for s in range(candidate_lower[t] + lane, candidate_count[t], lanes):
+            for c in range(6):
+                pair_impulse[t, s, c] = vec3()
             if pair_active[t, s] != 0:
-                j = candidate[t, s]
-                a = tris[wp.min(t, j)]
-                b = tris[wp.max(t, j)]
+                a = tris[t]
+                b = tris[candidate[t, s]]
                 w = pair_aw[t, s]
                 u = pair_bw[t, s]
                 n = pair_normal[t, s]
@@ -218,25 +181,52 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
                 v2 = weighted(tv[b[0]], tv[b[1]], tv[b[2]], u)
                 d = self_distance * dtype(2.0) * dtype(8.0 / 9.0) - pair_distance[t, s]
                 tangent, f_imp, n_imp = pair_impulse_size(v2 - v1, n, d, friction, time_multiplier)
-                side = dtype(1.0)
-                weights = w
-                if t > j:
-                    side = dtype(-1.0)
-                    weights = u
                 for c in range(3):
-                    wc = weights[c]
-                    imp = vec3()
-                    if f_imp > dtype(0.0):
-                        imp = tangent * (wc * (side * f_imp))
-                    imp = imp + n * (wc * (side * n_imp))
-                    if c == 0:
-                        i0 = imp
-                    elif c == 1:
-                        i1 = imp
-                    else:
-                        i2 = imp
-            pair_impulse[t, s, 0] = clamped(i0, clamp_sq)
-            pair_impulse[t, s, 1] = clamped(i1, clamp_sq)
-            pair_impulse[t, s, 2] = clamped(i2, clamp_sq)
+                    pair_impulse[t, s, c] = side_impulse(tangent, f_imp, n, n_imp, w[c], dtype(1.0), clamp_sq)
+                    pair_impulse[t, s, 3 + c] = side_impulse(
+                        tangent, f_imp, n, n_imp, u[c], dtype(-1.0), clamp_sq
+                    )
 
-    return SimpleNamespace(vec3=vec3, candidates=candidates, contacts=contacts, impulses=impulses)
+    @wp.func
+    def larger_per_axis(current: vec3, impulse: vec3):
+        # as collision_kernels' gather: the larger magnitude per axis, the earlier on a tie
+        out = current
+        for k in range(3):
+            if wp.abs(out[k]) < wp.abs(impulse[k]):
+                out[k] = impulse[k]
+        return out
+
+    @wp.kernel(module="unique", module_options=NO_FMA)
+    def apply_impulses(
+        vertex_tri_offsets: wp.array(dtype=wp.int32),
+        vertex_tri_corners: wp.array(dtype=wp.int32),
+        candidate: wp.array2d(dtype=wp.int32),
+        candidate_count: wp.array(dtype=wp.int32),
+        candidate_lower: wp.array(dtype=wp.int32),
+        mirror: wp.array2d(dtype=wp.int32),
+        pair_impulse: wp.array3d(dtype=vec3),
+        tv: wp.array(dtype=vec3),
+        dcvel: wp.array(dtype=vec3),
+    ):
+        # per vertex, over its triangles and each one's partners in triangle order (a
+        # lower partner holds the pair's record), the largest impulse per axis
+        i = wp.tid()
+        best = vec3()
+        for e in range(vertex_tri_offsets[i], vertex_tri_offsets[i + 1]):
+            tc = vertex_tri_corners[e]
+            t = tc // 3
+            c = tc - 3 * t
+            lower = candidate_lower[t]
+            for s in range(candidate_count[t]):
+                if s < lower:
+                    m = mirror[t, s]
+                    if m >= 0:
+                        best = larger_per_axis(best, pair_impulse[candidate[t, s], m, 3 + c])
+                else:
+                    best = larger_per_axis(best, pair_impulse[t, s, c])
+        tv[i] = tv[i] + best
+        dcvel[i] = dcvel[i] + best
+
+    return SimpleNamespace(
+        vec3=vec3, mirrors=mirrors, contacts=contacts, impulses=impulses, apply_impulses=apply_impulses
+    )

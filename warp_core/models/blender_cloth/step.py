@@ -86,7 +86,8 @@ class SubstepSolver:
         if self.collisions is not None:
             namespaces.append(self.collisions.kernels)
         if self.self_collisions is not None:
-            namespaces += [self.self_collisions.kernels, self.self_collisions.shared]
+            stage = self.self_collisions
+            namespaces += [stage.kernels, stage.shared, stage.grid]
         for namespace in namespaces:
             for kernel in vars(namespace).values():
                 if isinstance(kernel, wp.Kernel):
