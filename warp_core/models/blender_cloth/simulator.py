@@ -362,8 +362,9 @@ class ClothSimulator:
 
     @property
     def contact_probe(self) -> bool:
-        """With collision objects, contacts may decide the motion (``rollout_shifted``)."""
-        return bool(self.settings.colliders)
+        """With collision objects or self collisions, contacts may decide the motion
+        (``rollout_shifted``)."""
+        return bool(self.settings.colliders) or self.settings.use_self_collision
 
     recorded_maps: tuple[str, ...] = ()  # the weight maps (maps.py) a rollout on a tape records
 
