@@ -2,10 +2,15 @@
 
 python -m warp_core fit PROBLEM.npz --out RESULT.json [--device cpu|cuda] [--max-iters N]
 python -m warp_core demo
+python -m warp_core fabric --weight-gsm W --bending-length-mm C [--edge-mm E] --out PRESET.json
 
 Exit codes of ``fit``: 0 the targets are matched (outcome ``converged``), 2 a bad problem
 file or device, 3 the fit failed, 4 it ran but does not match its targets (``misfit`` or
 ``stalled``; the result file says why).
+
+``fabric`` follows the same codes: 0 the cantilever rig reads the lab's bending length
+(``matched``), 2 a bad number or device, 4 not matched (``unreachable``, ``unsettled`` or
+``stalled``; the preset is written all the same, its notes say which).
 """
 
 from __future__ import annotations
@@ -128,6 +133,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fabric(args: argparse.Namespace) -> int:
+    """Blender cloth settings (vertex mass, bending) from a fabric's weight and bending length."""
+    import warp as wp
+
+    from .rigs.fabric import FabricNumbers, fabric_preset, fit_bending
+
+    wp.config.log_level = wp.LOG_WARNING
+    try:
+        numbers = FabricNumbers(weight_gsm=args.weight_gsm, bending_length_mm=args.bending_length_mm)
+        device = _device(args.device)
+        fit_result = fit_bending(numbers, args.edge_mm * 1e-3, device=device, precision=args.precision)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    preset = fabric_preset(fit_result, numbers, name=args.name)
+    atomic_write_text(args.out, json.dumps(preset, indent=2, ensure_ascii=False) + "\n")
+    r = fit_result.reading
+    print(
+        f"{fit_result.outcome}: bending_stiffness {fit_result.bending_stiffness:.6g} at vertex mass "
+        f"{fit_result.vertex_mass:.6g} kg ({args.edge_mm:g} mm edges); the rig reads "
+        f"{r.bending_length_m * 1e3:.2f} mm at {r.tip_angle_deg:.1f} deg on a "
+        f"{r.overhang_m * 1e3:g} mm overhang ({'settled' if r.settled else 'NOT settled'}), "
+        f"{fit_result.runs} rig runs, {fit_result.seconds:.1f} s"
+    )
+    return 0 if fit_result.outcome == "matched" else 4
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m warp_core", description="Fit to Target physics core")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -143,6 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="recover a clamped sheet's tension and bending")
     d.add_argument("--device", default="cpu")
     d.set_defaults(func=cmd_demo)
+    fb = sub.add_parser("fabric", help="cloth settings from a fabric's weight and bending length")
+    fb.add_argument("--weight-gsm", type=float, required=True, help="weight per area (g/m^2)")
+    fb.add_argument("--bending-length-mm", type=float, required=True, help="cantilever bending length (mm)")
+    fb.add_argument("--edge-mm", type=float, default=5.0, help="the cloth mesh's quad edge (mm, default 5)")
+    fb.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    fb.add_argument("--precision", choices=["float32", "float64"], default="float64")
+    fb.add_argument("--name", default=None, help="the preset's name (default from the numbers)")
+    fb.add_argument("--out", required=True, help="the preset JSON to write")
+    fb.set_defaults(func=cmd_fabric)
     args = ap.parse_args(argv)
     return args.func(args)
 

@@ -9,15 +9,21 @@ from .cantilever import (
     settle_reading,
     strip_centreline,
 )
+from .fabric import FabricFit, FabricNumbers, fabric_preset, fabric_rig, fit_bending, vertex_mass
 from .readings import DrapeReading, bending_length, drape_reading, flexural_rigidity, shadow_radius, tip_angle
 
 __all__ = [
     "CantileverReading",
     "CantileverRig",
     "DrapeReading",
+    "FabricFit",
+    "FabricNumbers",
     "bending_length",
     "cantilever_strip",
     "drape_reading",
+    "fabric_preset",
+    "fabric_rig",
+    "fit_bending",
     "flexural_rigidity",
     "rig_settings",
     "run_cantilever",
@@ -25,4 +31,5 @@ __all__ = [
     "shadow_radius",
     "strip_centreline",
     "tip_angle",
+    "vertex_mass",
 ]
