@@ -1,8 +1,9 @@
 """The generated parts of docs/headless.md: the batch command's flags and exit codes, the
 core command's flags, and the report's fields.
 
-- flags: what ``batch.py --help`` and ``python -m warp_core fit --help`` print (run in a
-  child process with this Python, which needs ``bpy`` and ``warp``: ``./dev setup``);
+- flags: what ``batch.py --help``, ``python -m warp_core fit --help`` and ``python -m
+  warp_core fabric --help`` print (run in a child process with this Python, which needs
+  ``bpy`` and ``warp``: ``./dev setup``);
 - exit codes: the ``--help`` epilog, the ``EXIT_*`` constants of ``addon/cli/args.py`` and
   the codes the report's schema allows, so a code missing from any of them still shows;
 - report fields: every property of ``assets/report.schema.json``, with its type and its
@@ -249,6 +250,7 @@ def blocks(root: Path = REPO_ROOT) -> dict[str, str]:
     """The generated blocks of docs/headless.md, by name."""
     batch_help = help_text(["batch.py", "--help"], root)
     core_help = help_text(["-m", "warp_core", "fit", "--help"], root)
+    fabric_help = help_text(["-m", "warp_core", "fabric", "--help"], root)
     schema = json.loads((root / SCHEMA).read_text(encoding="utf-8"))
     exit_code = schema["properties"]["exit_code"]
     allowed = exit_code.get("enum") or exit_code.get("examples", [])
@@ -262,5 +264,7 @@ def blocks(root: Path = REPO_ROOT) -> dict[str, str]:
         "core-flags": source.format("`python -m warp_core fit --help`") + options_table(options(core_help)),
         "core-exit-codes": source.format(f"the docstring of `{CORE_MAIN}`")
         + exit_code_table(epilog_codes(core_doc), {}, []),
+        "fabric-flags": source.format("`python -m warp_core fabric --help`")
+        + options_table(options(fabric_help)),
         "report-fields": source.format(f"`{SCHEMA}`") + report_table(schema),
     }

@@ -180,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     fb.add_argument("--bending-length-mm", type=float, required=True, help="cantilever bending length (mm)")
     fb.add_argument("--edge-mm", type=float, default=5.0, help="the cloth mesh's quad edge (mm, default 5)")
     fb.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    fb.add_argument("--precision", choices=["float32", "float64"], default="float64")
+    fb.add_argument(
+        "--precision", choices=["float32", "float64"], default="float64", help="(default float64)"
+    )
     fb.add_argument("--name", default=None, help="the preset's name (default from the numbers)")
     fb.add_argument("--out", required=True, help="the preset JSON to write")
     fb.set_defaults(func=cmd_fabric)
