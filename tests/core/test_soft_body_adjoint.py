@@ -84,17 +84,10 @@ def assert_region_slope(
     assert adjoint == pytest.approx(slope, rel=1e-3)
 
 
-def test_the_adjoint_through_ground_contact_matches_central_differences() -> None:
-    """A 20 cm block (2 x 2 x 2 cells of the mesh, 2 lattice cells) dropped 5 cm onto the
-    ground (friction 0.5), landing by frame 4: the loss over frames 7, 13 and 19, central
-    differences at +-1 %. The contacts are frozen where the solver found them, with its
-    stiffness, damping and friction. Measured: within 7.3e-4 (E), 1.8e-4, 8e-6 and 8e-6;
-    steps converged to 4e-5 of their forces (40 iterations); on 3 cells over 30 frames at 60
-    iterations all four within 1.6e-4."""
-    frames, loss_frames = 18, [7, 13, 19]
-    mesh = box_mesh((0.0, 0.0, 0.05), (0.2, 0.2, 0.25), (2, 2, 2))
-    truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=2, iterations=40, ground=True)
-    sim = SoftBodySimulator(mesh, truth)
+def assert_dropped_block_gradient(sim: SoftBodySimulator, frames: int, loss_frames: list[int]) -> None:
+    """Targets from ``sim`` at its values, then from E, nu, damping and density off: the
+    steps converged (residual < 2e-4), the adjoint of the loss over ``loss_frames`` within
+    1e-3 of central differences at +-1 % of each, and a region's E (``assert_region_slope``)."""
     targets = sim.rollout(1 + frames, loss_frames).numpy()
     start = {"young_modulus": 1.3e4, "poisson_ratio": 0.25, "damping": 0.03, "density": 1200.0}
 
@@ -112,6 +105,20 @@ def test_the_adjoint_through_ground_contact_matches_central_differences() -> Non
         assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
     sim.set_params(start)
     assert_region_slope(sim, gradient.tet_materials, lambda: loss(start)[0])
+
+
+def test_the_adjoint_through_ground_contact_matches_central_differences() -> None:
+    """A 20 cm block (2 x 2 x 2 cells of the mesh, 2 lattice cells) dropped 5 cm onto the
+    ground (friction 0.5), landing by frame 4: the loss over frames 7, 13 and 19, central
+    differences at +-1 %. The contacts are frozen where the solver found them, with its
+    stiffness, damping and friction. Measured: within 7.3e-4 (E), 1.8e-4, 8e-6 and 8e-6;
+    steps converged to 4e-5 of their forces (40 iterations); on 3 cells over 30 frames at 60
+    iterations all four within 1.6e-4."""
+    frames, loss_frames = 18, [7, 13, 19]
+    mesh = box_mesh((0.0, 0.0, 0.05), (0.2, 0.2, 0.25), (2, 2, 2))
+    truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=2, iterations=40, ground=True)
+    sim = SoftBodySimulator(mesh, truth)
+    assert_dropped_block_gradient(sim, frames, loss_frames)
 
 
 def test_the_adjoint_on_a_moving_collider_matches_central_differences() -> None:
@@ -133,23 +140,7 @@ def test_the_adjoint_on_a_moving_collider_matches_central_differences() -> None:
     truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=2, iterations=40)
     truth = truth.replace(colliders=(collider,))
     sim = SoftBodySimulator(cube, truth)
-    targets = sim.rollout(1 + frames, loss_frames).numpy()
-    start = {"young_modulus": 1.3e4, "poisson_ratio": 0.25, "damping": 0.03, "density": 1200.0}
-
-    def loss(values: dict[str, float]) -> tuple[float, np.ndarray]:
-        sim.set_params(values)
-        x = sim.rollout(1 + frames, loss_frames).numpy()
-        return 0.5 * float(np.sum((x - targets) ** 2)), x
-
-    _, x = loss(start)
-    gradient = soft_body_gradient(sim, 1 + frames, loss_frames, x - targets)
-    assert gradient.residual < 2e-4
-    for name, value in start.items():
-        h = 0.01 * value
-        up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
-        assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
-    sim.set_params(start)
-    assert_region_slope(sim, gradient.tet_materials, lambda: loss(start)[0])
+    assert_dropped_block_gradient(sim, frames, loss_frames)
 
 
 def test_gradients_of_the_wrong_shape_are_refused() -> None:

@@ -391,4 +391,8 @@ def collision_kernels(dtype) -> SimpleNamespace:
         apply_impulses=apply_impulses,
         move_predicted=move_predicted,
         impulse_velocity=impulse_velocity,
+        # the impulse arithmetic self collisions share (``self_collision_kernels``)
+        weighted=weighted,
+        clamped=clamped,
+        larger_per_axis=larger_per_axis,
     )

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from .collision_geometry import ALMOST_ZERO, collision_geometry
+from .collision_kernels import collision_kernels
 from .force_kernels import NO_FMA
 
 
@@ -29,6 +30,9 @@ from .force_kernels import NO_FMA
 def self_collision_kernels(dtype) -> SimpleNamespace:
     g = collision_geometry(dtype)
     vec3 = g.vec3
+    # the object collisions' impulse arithmetic, as Blender shares it between the two
+    shared = collision_kernels(dtype)
+    weighted, clamped, larger_per_axis = shared.weighted, shared.clamped, shared.larger_per_axis
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def mirrors(
@@ -96,18 +100,6 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
                 pair_distance[t, s] = dist
                 pair_aw[t, s] = g.barycentric(pa, a0, a1, a2)
                 pair_bw[t, s] = g.barycentric(pb, b0, b1, b2)
-
-    @wp.func
-    def weighted(p0: vec3, p1: vec3, p2: vec3, w: vec3):
-        return p0 * w[0] + p1 * w[1] + p2 * w[2]
-
-    @wp.func
-    def clamped(impulse: vec3, clamp_sq: dtype):
-        # cloth_collision_impulse_vert: an impulse beyond the clamp is dropped, not shortened
-        out = impulse
-        if clamp_sq > dtype(0.0) and wp.length_sq(impulse) > clamp_sq:
-            out = vec3()
-        return out
 
     @wp.func
     def pair_impulse_size(rel: vec3, n: vec3, d: dtype, friction: dtype, time_multiplier: dtype):
@@ -186,15 +178,6 @@ def self_collision_kernels(dtype) -> SimpleNamespace:
                     pair_impulse[t, s, 3 + c] = side_impulse(
                         tangent, f_imp, n, n_imp, u[c], dtype(-1.0), clamp_sq
                     )
-
-    @wp.func
-    def larger_per_axis(current: vec3, impulse: vec3):
-        # as collision_kernels' gather: the larger magnitude per axis, the earlier on a tie
-        out = current
-        for k in range(3):
-            if wp.abs(out[k]) < wp.abs(impulse[k]):
-                out[k] = impulse[k]
-        return out
 
     @wp.kernel(module="unique", module_options=NO_FMA)
     def apply_impulses(
