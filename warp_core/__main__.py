@@ -2,15 +2,16 @@
 
 python -m warp_core fit PROBLEM.npz --out RESULT.json [--device cpu|cuda] [--max-iters N]
 python -m warp_core demo
-python -m warp_core fabric --weight-gsm W --bending-length-mm C [--edge-mm E] --out PRESET.json
+python -m warp_core fabric --weight-gsm W [--bending-length-mm C] [--drape-coefficient D]
+    [--elongation-percent E] [--bias-elongation-percent B] [--edge-mm E] --out PRESET.json
 
 Exit codes of ``fit``: 0 the targets are matched (outcome ``converged``), 2 a bad problem
 file or device, 3 the fit failed, 4 it ran but does not match its targets (``misfit`` or
 ``stalled``; the result file says why).
 
-``fabric`` follows the same codes: 0 the cantilever rig reads the lab's bending length
-(``matched``), 2 a bad number or device, 4 not matched (``unreachable``, ``unsettled`` or
-``stalled``; the preset is written all the same, its notes say which).
+``fabric`` follows the same codes: 0 every rig reads its lab number back (``matched``), 2 a
+bad number or device, 4 some rig does not (``unreachable``, ``unsettled``, ``stalled`` or
+``misfit``; the preset is written all the same, its notes say which rig and by how much).
 """
 
 from __future__ import annotations
@@ -134,30 +135,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_fabric(args: argparse.Namespace) -> int:
-    """Blender cloth settings (vertex mass, bending) from a fabric's weight and bending length."""
+    """Blender cloth settings from a fabric's lab numbers, through the virtual test rigs."""
     import warp as wp
 
-    from .rigs.fabric import FabricNumbers, fabric_preset, fit_bending
+    from .rigs.fabric import FabricNumbers
+    from .rigs.lab_fit import fabric_preset, fit_fabric
 
     wp.config.log_level = wp.LOG_WARNING
     try:
-        numbers = FabricNumbers(weight_gsm=args.weight_gsm, bending_length_mm=args.bending_length_mm)
+        numbers = FabricNumbers(
+            weight_gsm=args.weight_gsm,
+            bending_length_mm=args.bending_length_mm,
+            drape_coefficient=args.drape_coefficient,
+            elongation_percent=args.elongation_percent,
+            bias_elongation_percent=args.bias_elongation_percent,
+            load_n_per_m=args.load_n_per_m,
+        )
         device = _device(args.device)
-        fit_result = fit_bending(numbers, args.edge_mm * 1e-3, device=device, precision=args.precision)
+        result = fit_fabric(
+            numbers,
+            args.edge_mm * 1e-3,
+            device=device,
+            precision=args.precision,
+            progress=lambda text: print(f"rig {text}", flush=True),
+        )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    preset = fabric_preset(fit_result, numbers, name=args.name)
+    preset = fabric_preset(result, name=args.name)
     atomic_write_text(args.out, json.dumps(preset, indent=2, ensure_ascii=False) + "\n")
-    r = fit_result.reading
-    print(
-        f"{fit_result.outcome}: bending_stiffness {fit_result.bending_stiffness:.6g} at vertex mass "
-        f"{fit_result.vertex_mass:.6g} kg ({args.edge_mm:g} mm edges); the rig reads "
-        f"{r.bending_length_m * 1e3:.2f} mm at {r.tip_angle_deg:.1f} deg on a "
-        f"{r.overhang_m * 1e3:g} mm overhang ({'settled' if r.settled else 'NOT settled'}), "
-        f"{fit_result.runs} rig runs, {fit_result.seconds:.1f} s"
-    )
-    return 0 if fit_result.outcome == "matched" else 4
+    for r in result.rigs:
+        print(
+            f"{r.rig}: {r.outcome}; {r.number} {r.requested:g} requested, the rig reads {r.reading:.4g} "
+            f"({r.setting or 'read only'}, {r.runs} runs, {r.seconds:.1f} s)"
+        )
+    values = ", ".join(f"{name} {getattr(result.settings, name):.6g}" for name in result.fitted)
+    print(f"{result.outcome}: {values} on {args.edge_mm:g} mm edges, {result.seconds:.1f} s")
+    return 0 if result.outcome == "matched" else 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,9 +189,22 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="recover a clamped sheet's tension and bending")
     d.add_argument("--device", default="cpu")
     d.set_defaults(func=cmd_demo)
-    fb = sub.add_parser("fabric", help="cloth settings from a fabric's weight and bending length")
+    fb = sub.add_parser("fabric", help="cloth settings from a fabric's lab numbers")
     fb.add_argument("--weight-gsm", type=float, required=True, help="weight per area (g/m^2)")
-    fb.add_argument("--bending-length-mm", type=float, required=True, help="cantilever bending length (mm)")
+    fb.add_argument("--bending-length-mm", type=float, default=None, help="cantilever bending length (mm)")
+    fb.add_argument("--drape-coefficient", type=float, default=None, help="Cusick drape coefficient (0 to 1)")
+    fb.add_argument(
+        "--elongation-percent", type=float, default=None, help="strain along the grain at the load (%%)"
+    )
+    fb.add_argument(
+        "--bias-elongation-percent", type=float, default=None, help="strain at 45 degrees at the load (%%)"
+    )
+    fb.add_argument(
+        "--load-n-per-m",
+        type=float,
+        default=490.3,
+        help="the elongations' load per width (N/m, default 490.3: Kawabata's 500 gf/cm)",
+    )
     fb.add_argument("--edge-mm", type=float, default=5.0, help="the cloth mesh's quad edge (mm, default 5)")
     fb.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     fb.add_argument(

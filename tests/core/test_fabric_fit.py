@@ -17,7 +17,15 @@ import pytest
 from warp_core.__main__ import main
 from warp_core.models.blender_cloth.params import ClothParams
 from warp_core.presets import load_preset_file
-from warp_core.rigs import FabricNumbers, fabric_rig, fit_bending, run_cantilever, vertex_mass
+from warp_core.rigs import (
+    FabricFitCancelled,
+    FabricNumbers,
+    fabric_rig,
+    fit_bending,
+    fit_fabric,
+    run_cantilever,
+    vertex_mass,
+)
 
 WEIGHT = 150.0  # g/m^2
 EDGE = 0.01
@@ -101,3 +109,16 @@ def test_the_command_line_writes_a_preset(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.json"
     assert main(["fabric", "--weight-gsm", "5", "--bending-length-mm", "25", "--out", str(bad)]) == 2
     assert not bad.exists()
+
+
+def test_the_fabric_fit_needs_a_number_besides_the_weight_and_stops_when_asked() -> None:
+    """Nothing to fit from the weight alone: refused before any rig runs. A stop asked for
+    before the first rig raises, with nothing returned."""
+    with pytest.raises(ValueError, match="at least one lab number besides the weight"):
+        fit_fabric(FabricNumbers(weight_gsm=150.0), EDGE)
+    heard: list[str] = []
+    with pytest.raises(FabricFitCancelled):
+        fit_fabric(FabricNumbers(150.0, 25.0), EDGE, progress=heard.append, should_stop=lambda: True)
+    assert heard == []
+    with pytest.raises(ValueError, match="edge_m"):
+        fit_fabric(FabricNumbers(150.0, 25.0), 0.2)

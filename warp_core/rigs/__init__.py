@@ -9,7 +9,8 @@ from .cantilever import (
     settle_reading,
     strip_centreline,
 )
-from .fabric import FabricFit, FabricNumbers, fabric_preset, fabric_rig, fit_bending, vertex_mass
+from .fabric import FabricFit, FabricNumbers, fabric_rig, fit_bending, vertex_mass
+from .lab_fit import FabricFitCancelled, FabricResult, RigResult, fabric_preset, fit_fabric
 from .readings import DrapeReading, bending_length, drape_reading, flexural_rigidity, shadow_radius, tip_angle
 
 __all__ = [
@@ -17,13 +18,17 @@ __all__ = [
     "CantileverRig",
     "DrapeReading",
     "FabricFit",
+    "FabricFitCancelled",
     "FabricNumbers",
+    "FabricResult",
+    "RigResult",
     "bending_length",
     "cantilever_strip",
     "drape_reading",
     "fabric_preset",
     "fabric_rig",
     "fit_bending",
+    "fit_fabric",
     "flexural_rigidity",
     "rig_settings",
     "run_cantilever",

@@ -18,11 +18,14 @@ from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import CantileverReading, CantileverRig, run_cantilever
 from .readings import bending_length
 
-__all__ = ["FabricFit", "FabricNumbers", "fabric_preset", "fabric_rig", "fit_bending", "vertex_mass"]
+__all__ = ["FabricFit", "FabricNumbers", "fabric_rig", "fit_bending", "vertex_mass"]
 
 WEIGHT_RANGE_GSM = (20.0, 1000.0)  # chiffon to heavy canvas
 BENDING_LENGTH_RANGE_MM = (2.0, 150.0)  # a limp knit to a stiff board-like fabric
 EDGE_RANGE_MM = (1.0, 50.0)
+ELONGATION_RANGE_PERCENT = (0.1, 60.0)  # a tight canvas to a loose knit at a low load
+KES_LOAD_N_PER_M = 490.3  # 500 gf/cm: the load of Kawabata's EMT
+LOAD_RANGE_N_PER_M = (1.0, 10000.0)
 STANDARD_ANGLE_DEG = 41.5  # the tip angle the standards read at
 # c = O * PEIRCE_RATIO at the standard angle (about 0.51): the overhang to push out is c / it
 PEIRCE_RATIO = bending_length(1.0, math.radians(STANDARD_ANGLE_DEG))
@@ -49,19 +52,39 @@ SLOPE_FLOOR = 0.05
 
 @dataclass(frozen=True)
 class FabricNumbers:
-    """A fabric's lab numbers: made by the caller (the command line, a UI), read by
-    :func:`fit_bending` and :func:`fabric_preset`. Later rigs' numbers are optional (None:
-    not measured); this fit uses the weight and bending length only."""
+    """A fabric's lab numbers: made by the caller (the command line, the panel), read by
+    :func:`fit_bending`, ``lab_fit.fit_fabric`` and ``lab_fit.fabric_preset``. Only the weight is
+    required; a number left None was not measured and nothing is fitted to it.
+
+    The elongations are Kawabata's low-load kind (KES-FB1's EMT: the strain of a strip at
+    500 gf/cm, 490.3 N per metre of width, along the grain or at 45 degrees to it); another
+    load can be given in ``load_n_per_m``."""
 
     weight_gsm: float  # g/m^2
-    bending_length_mm: float  # ASTM D1388 cantilever bending length
-    drape_coefficient: float | None = None  # Cusick's (0..1), not fitted yet
+    bending_length_mm: float | None = None  # ASTM D1388 cantilever bending length
+    drape_coefficient: float | None = None  # Cusick's (0..1)
+    elongation_percent: float | None = None  # strain along the grain at the load
+    bias_elongation_percent: float | None = None  # strain at 45 degrees at the load
+    load_n_per_m: float = KES_LOAD_N_PER_M
 
     def __post_init__(self) -> None:
         _check("weight_gsm", self.weight_gsm, WEIGHT_RANGE_GSM, " g/m^2")
-        _check("bending_length_mm", self.bending_length_mm, BENDING_LENGTH_RANGE_MM, " mm")
-        if self.drape_coefficient is not None:
-            _check("drape_coefficient", self.drape_coefficient, (0.0, 1.0), "")
+        optional = (
+            ("bending_length_mm", BENDING_LENGTH_RANGE_MM, " mm"),
+            ("drape_coefficient", (0.0, 1.0), ""),
+            ("elongation_percent", ELONGATION_RANGE_PERCENT, " %"),
+            ("bias_elongation_percent", ELONGATION_RANGE_PERCENT, " %"),
+        )
+        for name, bounds, unit in optional:
+            if getattr(self, name) is not None:
+                _check(name, getattr(self, name), bounds, unit)
+        _check("load_n_per_m", self.load_n_per_m, LOAD_RANGE_N_PER_M, " N/m")
+
+    @property
+    def measured(self) -> tuple[str, ...]:
+        """The names of the numbers given besides the weight."""
+        names = ("bending_length_mm", "drape_coefficient", "elongation_percent", "bias_elongation_percent")
+        return tuple(name for name in names if getattr(self, name) is not None)
 
 
 def _check(name: str, value: float, bounds: tuple[float, float], unit: str) -> None:
@@ -108,7 +131,7 @@ def fabric_rig(edge_m: float, bending_length_m: float) -> CantileverRig:
 @dataclass(frozen=True)
 class FabricFit:
     """The bending :func:`fit_bending` found and the rig's readings behind it: made by it,
-    read by :func:`fabric_preset`, the command line and the tests. ``outcome``: ``"matched"``
+    read by ``lab_fit.fit_fabric`` and the tests. ``outcome``: ``"matched"``
     (the rig reads the bending length within 1 %, settled), ``"unreachable"`` (no bending in
     Blender's range reaches it: ``reading`` is the nearest), ``"unsettled"`` (the nearest
     reading's strip had not settled when the rig stopped) or ``"stalled"`` (the runs ran out
@@ -168,6 +191,8 @@ def fit_bending(
     by a millimetre a frame, or still creep, when the rig stops and come back ``unsettled``."""
     if not EDGE_RANGE_MM[0] <= edge_m * 1e3 <= EDGE_RANGE_MM[1]:
         raise ValueError(f"edge_m = {edge_m!r} is outside the plausible range [0.001, 0.05] m")
+    if numbers.bending_length_mm is None:
+        raise ValueError("a bending length (bending_length_mm) is needed to fit the bending")
     start = time.perf_counter()
     base = base or ClothParams(quality=10)
     target = numbers.bending_length_mm * 1e-3
@@ -253,48 +278,3 @@ def _saturated(history: list[tuple[float, CantileverReading]]) -> bool:
     (b0, c0), (b1, c1) = points[-2], points[-1]
     span = abs(math.log(b1 / b0))
     return span >= math.log(2.0) and abs(math.log(c1 / c0)) / span < SLOPE_FLOOR
-
-
-def fabric_preset(fit: FabricFit, numbers: FabricNumbers, name: str | None = None) -> dict:
-    """A ``blender_cloth`` preset (``warp_core.presets`` format, validated) of the fit: the
-    vertex mass, the fitted bending (its group maximum too) and the quality it was fitted
-    at; other settings are left out, so applying it leaves them alone. The preset schema's
-    provenance has fixed keys and none for lab numbers or rig readings, so those are kept as
-    ``key: value`` lines in ``notes``."""
-    from ..presets import Preset, validate_preset
-
-    r = fit.reading
-    facts = {
-        "weight_gsm": f"{numbers.weight_gsm:g}",
-        "bending_length_mm": f"{numbers.bending_length_mm:g}",
-        "drape_coefficient": None if numbers.drape_coefficient is None else f"{numbers.drape_coefficient:g}",
-        "mesh_edge_mm": f"{fit.edge_m * 1e3:g}",
-        "outcome": fit.outcome,
-        "rig_bending_length_mm": f"{r.bending_length_m * 1e3:.3f}",
-        "rig_tip_angle_deg": f"{r.tip_angle_deg:.2f}",
-        "rig_overhang_mm": f"{r.overhang_m * 1e3:g}",
-        "rig_width_mm": f"{fit.rig.width_m * 1e3:g}",
-        "rig_settled": str(r.settled).lower(),
-        "rig_frames": str(r.frames),
-        "rig_runs": str(fit.runs),
-    }
-    lines = ["Fitted from fabric lab numbers with the cantilever rig (ASTM D1388)."]
-    lines += [f"{key}: {value}" for key, value in facts.items() if value is not None]
-    bending = fit.bending_stiffness
-    preset = Preset(
-        name=name or f"Fabric {numbers.weight_gsm:g} gsm c {numbers.bending_length_mm:g} mm",
-        values={
-            "quality": fit.settings.quality,
-            "mass": fit.vertex_mass,
-            "bending_stiffness": bending,
-            "bending_stiffness_max": bending,
-        },
-        notes="\n".join(lines),
-        provenance={
-            "date": time.strftime("%Y-%m-%d"),
-            "fit_seconds": fit.seconds,
-            "device": fit.device,
-            "fit_parameters": ["bending_stiffness"],
-        },
-    )
-    return validate_preset(preset).to_dict()
