@@ -21,6 +21,8 @@ from .cli import command
 from .models.soft_body import props as soft_body_props
 from .ui import (
     bake_operators,
+    fabric_operators,
+    fabric_panel,
     fit_operators,
     map_operators,
     object_operators,
@@ -43,6 +45,8 @@ _MODULES = (
     map_operators,
     tracks_ui,
     panel,
+    fabric_operators,
+    fabric_panel,
     preset_operators,
     preset_menus,
     physics_link,

@@ -234,6 +234,9 @@ class ExportProgress(ShownRun):
 # before it the scene read of that operator.
 _session: FitSession | None = None
 _export: ExportProgress | None = None
+# the object whose fabric fit (the Fabric sub-panel's rigs) runs now: it writes the same
+# Cloth settings a fit or bake reads, so neither starts beside it
+_fabric_object: str | None = None
 
 
 def active_export() -> ExportProgress | None:
@@ -254,10 +257,27 @@ def end_export() -> None:
 
 
 def busy_with() -> str | None:
-    """Why no fit or bake can start now (a fit reading the scene or running), or None."""
+    """Why no fit, fabric fit or bake can start now (a fit reading the scene or running, a
+    fabric fit running), or None."""
     if _session is not None or _export is not None:
         return "A fit is already running"
+    if _fabric_object is not None:
+        return f"A fabric fit of '{_fabric_object}' is running"
     return None
+
+
+def begin_fabric_fit(object_name: str) -> None:
+    """Mark a fabric fit of ``object_name`` as running (FitInputError where other work is)."""
+    global _fabric_object
+    busy = busy_with()
+    if busy is not None:
+        raise FitInputError(f"{busy}: wait for it or cancel it")
+    _fabric_object = object_name
+
+
+def end_fabric_fit() -> None:
+    global _fabric_object
+    _fabric_object = None
 
 
 def active_session() -> FitSession | None:
