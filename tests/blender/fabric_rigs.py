@@ -74,3 +74,60 @@ def run_blender_cantilever(
         return rigs.strip_centreline(np.stack(positions), grid)
 
     return rigs.settle_reading(next_window, rig)
+
+
+DrapeRig = rigs.DrapeRig
+DrapeRunReading = rigs.DrapeRunReading
+
+
+def drape_object(settings: ClothParams, rig: DrapeRig, shift_m: float = 0.0) -> bpy.types.Object:
+    """The specimen of ``rig`` (``drape_specimen``) as a mesh object with a Cloth modifier set
+    to the rig's settings (``drape_settings`` of the fabric's ``settings``, every
+    ClothSettings field of it, and the scene's gravity and frame rate), the clamped part in
+    the "Pin" group, cached from frame 1 (the flat specimen) over the rig's frame limit.
+    ``shift_m`` lifts the whole rig along z, as ``cantilever_object``'s does."""
+    mesh = rigs.drape_specimen(rig)
+    params = rigs.drape_settings(settings, rig)
+    ob = make_cloth_object(
+        mesh, name="DrapeSpecimen", location=(0.0, 0.0, shift_m), frame_end=1 + rig.frame_limit
+    )
+    ob.vertex_groups["pin"].name = PIN_GROUP
+    mod = cloth_scene.find_cloth_modifier(ob)
+    mod.settings.vertex_group_mass = PIN_GROUP
+    cloth_scene.set_modifier_values(
+        mod, {name: getattr(params, name) for name in _params_module.CLOTH_SETTINGS_FIELDS}
+    )
+    scene = bpy.context.scene
+    scene.use_gravity = True
+    scene.gravity = params.gravity
+    mod.settings.effector_weights.gravity = 1.0
+    scene.render.fps = round(params.fps)
+    scene.render.fps_base = 1.0
+    return ob
+
+
+def run_blender_drape(
+    settings: ClothParams, rig: DrapeRig | None = None, shift_m: float = 0.0
+) -> DrapeRunReading:
+    """Blender's own cloth draping the specimen of ``rig`` with the fabric's ``settings``,
+    stepped frame by frame from the flat specimen and read by the rig's window rule
+    (``drape_settle``), as ``run_drape`` reads this project's model. Leaves the specimen in
+    the scene."""
+    rig = rig or DrapeRig()
+    ob = drape_object(settings, rig, shift_m)
+    mesh = rigs.drape_specimen(rig)
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    shift = np.array([0.0, 0.0, shift_m])
+    frame = [1]
+
+    def next_window(count: int) -> np.ndarray:
+        positions = []
+        for _ in range(count):
+            frame[0] += 1
+            scene.frame_set(frame[0])
+            positions.append(world_positions(ob, depsgraph) - shift)
+        return np.stack(positions)
+
+    return rigs.drape_settle(next_window, mesh, rig, rigs.drape_scale(settings, rig))

@@ -17,14 +17,13 @@ from dataclasses import dataclass, replace
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import CantileverReading, CantileverRig, run_cantilever
 from .readings import bending_length
+from .tensile import ELONGATION_RANGE_PERCENT, KES_LOAD_N_PER_M
 
-__all__ = ["FabricFit", "FabricNumbers", "fabric_rig", "fit_bending", "vertex_mass"]
+__all__ = ["FabricFit", "FabricNumbers", "fabric_rig", "fit_bending", "read_bending_length", "vertex_mass"]
 
 WEIGHT_RANGE_GSM = (20.0, 1000.0)  # chiffon to heavy canvas
 BENDING_LENGTH_RANGE_MM = (2.0, 150.0)  # a limp knit to a stiff board-like fabric
 EDGE_RANGE_MM = (1.0, 50.0)
-ELONGATION_RANGE_PERCENT = (0.1, 60.0)  # a tight canvas to a loose knit at a low load
-KES_LOAD_N_PER_M = 490.3  # 500 gf/cm: the load of Kawabata's EMT
 LOAD_RANGE_N_PER_M = (1.0, 10000.0)
 STANDARD_ANGLE_DEG = 41.5  # the tip angle the standards read at
 # c = O * PEIRCE_RATIO at the standard angle (about 0.51): the overhang to push out is c / it
@@ -208,11 +207,7 @@ def fit_bending(
     bending = min(max(seed * (edge_m / SEED_EDGE_M) ** SEED_EDGE_EXPONENT, lo), hi)
     outcome = "stalled"
     for _ in range(MAX_RUNS):
-        # Blender's range holds the rig's scaled bending too: past a real 10 the scale drops
-        # to keep it at 10000 (the scaled vertex mass of such a stiff fabric stays above the
-        # rig tests' 3.75 g for the fabrics in range; not measured there)
-        scale = min(rig.mass_scale, hi / bending)
-        reading = run_cantilever(settings_at(bending), replace(rig, mass_scale=scale), device, precision)
+        reading = read_bending_length(settings_at(bending), rig, device, precision)
         history.append((bending, reading))
         c = reading.bending_length_m
         miss = abs(c / target - 1.0) if math.isfinite(c) else math.inf
@@ -248,6 +243,18 @@ def fit_bending(
         device=device,
         history=tuple(history),
     )
+
+
+def read_bending_length(
+    settings: ClothParams, rig: CantileverRig, device: str = "cpu", precision: str = "float64"
+) -> CantileverReading:
+    """The cantilever ``rig``'s reading of a fabric's ``settings`` as the fit takes it: the
+    rig's mass scale lowered where the scaled bending would pass Blender's 10000 (past a real
+    10; the scaled vertex mass of such a stiff fabric stays above the rig tests' 3.75 g for
+    the fabrics in range, not measured there)."""
+    bending = max(settings.bending_stiffness, settings.bending_stiffness_max, BENDING_FLOOR)
+    scale = min(rig.mass_scale, BENDING_RANGE[1] / bending)
+    return run_cantilever(settings, replace(rig, mass_scale=scale), device, precision)
 
 
 def _miss(reading: CantileverReading, target: float) -> float:

@@ -18,12 +18,16 @@ met where they can be.
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from ..models.blender_cloth.params import ClothParams
-from .fabric import EDGE_RANGE_MM, FabricNumbers, fit_bending, vertex_mass
+from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
+from .drape import DrapeRig, run_drape
+from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
+from .tensile import StripRig, fit_shear, fit_tension, run_strip
 
 __all__ = ["FabricFitCancelled", "FabricResult", "RigResult", "fabric_preset", "fit_fabric"]
 
@@ -71,6 +75,44 @@ class FabricFitCancelled(Exception):
     """Raised by :func:`fit_fabric` between rig runs when its ``should_stop`` says so."""
 
 
+# a rig's reading at the final settings within this of the lab's number counts as read back
+# (relative; the drape coefficient's absolute): each rig's own fit stops within it
+READ_BACK = {"bending_length_mm": 0.01, "elongation_percent": 0.01, "bias_elongation_percent": 0.01}
+DRAPE_READ_BACK = 0.01
+# each number as the progress names it: (words, unit)
+NUMBER_TEXT = {
+    "bending_length_mm": ("bending length", " mm"),
+    "drape_coefficient": ("drape coefficient", ""),
+    "elongation_percent": ("elongation", " %"),
+    "bias_elongation_percent": ("bias elongation", " %"),
+}
+# the tensile and bias strips' alternation: rounds at most, and the relative change of both
+# settings from one round to the next under which it stops
+STRIP_ROUNDS, STRIP_SETTLED = 4, 0.003
+# the drape coefficient's fit: secant steps in log(setting) against the coefficient, from the
+# rig's first reading; a setting that moves it by less than this over a doubling is spent
+DRAPE_SLOPE_FLOOR = 0.005
+DRAPE_MAX_RUNS = 8
+DRAPE_STEP_LIMIT = math.log(8.0)  # no step past 8 times the setting: the law is not known far out
+
+
+@dataclass
+class _Rig:
+    """A rig's running account inside :func:`fit_fabric`: what it reads and how to read it."""
+
+    name: str
+    number: str
+    setting: str
+    read: Callable[[ClothParams], tuple[float, bool]]  # settings -> (reading, settled)
+    strip: StripRig | None = None  # the tensile and bias rigs' strip
+    # the settings of its fit's best run and that run's (reading, settled): read again only
+    # where a later rig changed them
+    known: tuple[ClothParams, float, bool] | None = None
+    outcome: str = "stalled"
+    runs: int = 0
+    seconds: float = 0.0
+
+
 def fit_fabric(
     numbers: FabricNumbers,
     edge_m: float = 0.01,
@@ -83,7 +125,12 @@ def fit_fabric(
     """The Blender cloth settings for ``numbers`` on a quad mesh of ``edge_m`` edges, starting
     from ``base`` (default: Blender's defaults at quality 10); settings no number decides stay
     ``base``'s. ``progress(text)`` hears each rig as it starts; ``should_stop()`` is asked
-    between rigs and a True raises :class:`FabricFitCancelled` (nothing is kept)."""
+    between rigs and a True raises :class:`FabricFitCancelled` (nothing is kept).
+
+    Every rig is read once more at the final settings, and that reading is the one reported:
+    a later rig's setting can move an earlier rig's reading (the shear moves the tensile
+    strip's), and a reading that moved off its number by more than it fitted to says so
+    (``misfit``)."""
     if not EDGE_RANGE_MM[0] <= edge_m * 1e3 <= EDGE_RANGE_MM[1]:
         raise ValueError(
             f"edge_m = {edge_m!r} is outside the plausible range "
@@ -97,29 +144,93 @@ def fit_fabric(
     start = time.perf_counter()
     base = base or ClothParams(quality=10)
     settings = base.replace(mass=vertex_mass(numbers.weight_gsm, edge_m))
-    results: list[RigResult] = []
+    rigs = _rigs(numbers, edge_m, device, precision)
 
-    def begin(text: str) -> None:
+    def begin(rig: _Rig) -> None:
         if should_stop is not None and should_stop():
             raise FabricFitCancelled("the fabric fit was cancelled")
         if progress is not None:
-            progress(text)
+            name, unit = NUMBER_TEXT[rig.number]
+            progress(f"{rig.name}: {name} {getattr(numbers, rig.number):g}{unit}")
 
-    if numbers.bending_length_mm is not None:
-        begin(f"cantilever: bending length {numbers.bending_length_mm:g} mm")
+    def account(rig: _Rig, outcome: str, runs: int, seconds: float, known: tuple | None = None) -> None:
+        rig.outcome, rig.runs, rig.seconds = outcome, rig.runs + runs, rig.seconds + seconds
+        rig.known = known
+
+    # the shear moves the tensile strip's reading by a lot (the diagonals carry a share of the
+    # pull) and the tension the bias strip's a little (the clamp holds the trellis back): with
+    # both numbers, each is fitted at the other's latest value until neither moves by more
+    # than STRIP_SETTLED between rounds. The bias first: it barely depends on the tension
+    strips = [rigs[n] for n in ("bias_elongation_percent", "elongation_percent") if n in rigs]
+    last: dict[str, float] = {}
+    for _ in range(STRIP_ROUNDS if len(strips) == 2 else 1):
+        moved = False
+        for rig in strips:
+            begin(rig)
+            fitter = fit_tension if rig.number == "elongation_percent" else fit_shear
+            fit = fitter(
+                getattr(numbers, rig.number),
+                settings,
+                rig.strip,
+                device=device,
+                precision=precision,
+            )
+            settings = fit.settings
+            known = (settings, fit.reading.elongation_percent, fit.reading.settled)
+            account(rig, fit.outcome, fit.runs, fit.seconds, known)
+            value = getattr(settings, rig.setting)
+            moved |= rig.setting not in last or abs(value / last[rig.setting] - 1.0) > STRIP_SETTLED
+            last[rig.setting] = value
+        if not moved:
+            break
+    if "bending_length_mm" in rigs:
+        rig = rigs["bending_length_mm"]
+        begin(rig)
         fit = fit_bending(numbers, edge_m, settings, device, precision)
         settings = fit.settings
-        results.append(
-            RigResult(
-                rig="cantilever",
-                number="bending_length_mm",
-                setting="bending_stiffness",
-                requested=numbers.bending_length_mm,
-                reading=fit.reading.bending_length_m * 1e3,
-                outcome=fit.outcome,
-                runs=fit.runs,
-                seconds=fit.seconds,
+        known = (settings, fit.reading.bending_length_m * 1e3, fit.reading.settled)
+        account(rig, fit.outcome, fit.runs, fit.seconds, known)
+    if "drape_coefficient" in rigs:
+        rig = rigs["drape_coefficient"]
+        begin(rig)
+        if rig.setting:
+            settings = _fit_drape(numbers.drape_coefficient, settings, rig, account)
+        if rig.setting == "shear_stiffness" and "elongation_percent" in rigs:
+            # the drape's shear moves the tensile strip: its tension again
+            tensile = rigs["elongation_percent"]
+            begin(tensile)
+            fit = fit_tension(
+                numbers.elongation_percent,
+                settings,
+                tensile.strip,
+                device=device,
+                precision=precision,
             )
+            settings = fit.settings
+            known = (settings, fit.reading.elongation_percent, fit.reading.settled)
+            account(tensile, fit.outcome, fit.runs, fit.seconds, known)
+    results = []
+    for rig in rigs.values():
+        if rig.known is not None and rig.known[0] == settings:
+            _, reading, settled = rig.known
+        else:
+            begin(rig)
+            t0 = time.perf_counter()
+            reading, settled = rig.read(settings)
+            account(rig, rig.outcome, 1, time.perf_counter() - t0)
+        requested = float(getattr(numbers, rig.number))
+        off = (
+            abs(reading - requested) if rig.number == "drape_coefficient" else abs(reading / requested - 1.0)
+        )
+        limit = DRAPE_READ_BACK if rig.number == "drape_coefficient" else READ_BACK[rig.number]
+        outcome = rig.outcome
+        if not math.isfinite(off) or off > limit * 1.5:
+            # a read-only drape, or a reading a later rig moved: off its number
+            outcome = outcome if outcome in ("unreachable", "unsettled") else "misfit"
+        elif not rig.setting:
+            outcome = "matched" if settled else "unsettled"
+        results.append(
+            RigResult(rig.name, rig.number, rig.setting, requested, reading, outcome, rig.runs, rig.seconds)
         )
     outcome = next(o for o in OUTCOME_ORDER if o == "matched" or any(r.outcome == o for r in results))
     return FabricResult(
@@ -131,6 +242,96 @@ def fit_fabric(
         seconds=time.perf_counter() - start,
         device=device,
     )
+
+
+def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) -> dict[str, _Rig]:
+    """The rigs the numbers call for, in the order they are fitted, each with the setting it
+    decides ("" for a drape the other numbers have decided)."""
+    run = (device, precision)
+    rigs: dict[str, _Rig] = {}
+    for number, name, setting, bias in (
+        ("elongation_percent", "tensile", "tension_stiffness", False),
+        ("bias_elongation_percent", "bias", "shear_stiffness", True),
+    ):
+        if getattr(numbers, number) is not None:
+            strip = StripRig(edge_m=edge_m, bias=bias, load_n_per_m=numbers.load_n_per_m)
+            rigs[number] = _Rig(name, number, setting, functools.partial(_strip_read, strip, run), strip)
+    if numbers.bending_length_mm is not None:
+        cantilever = fabric_rig(edge_m, numbers.bending_length_mm * 1e-3)
+
+        def read_cantilever(s: ClothParams) -> tuple[float, bool]:
+            reading = read_bending_length(s, cantilever, *run)
+            return reading.bending_length_m * 1e3, reading.settled
+
+        rigs["bending_length_mm"] = _Rig(
+            "cantilever", "bending_length_mm", "bending_stiffness", read_cantilever
+        )
+    if numbers.drape_coefficient is not None:
+        drape = DrapeRig(edge_m=edge_m)
+
+        def read_drape(s: ClothParams) -> tuple[float, bool]:
+            reading = run_drape(s, drape, *run)
+            return reading.coefficient, reading.settled
+
+        if numbers.bending_length_mm is None:
+            setting = "bending_stiffness"
+        elif numbers.bias_elongation_percent is None:
+            setting = "shear_stiffness"
+        else:
+            setting = ""
+        rigs["drape_coefficient"] = _Rig("drape", "drape_coefficient", setting, read_drape)
+    return rigs
+
+
+def _strip_read(strip: StripRig, run: tuple[str, str], settings: ClothParams) -> tuple[float, bool]:
+    reading = run_strip(settings, strip, *run)
+    return reading.elongation_percent, reading.settled
+
+
+def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callable[..., None]) -> ClothParams:
+    """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
+    reads the drape coefficient ``target``: secant steps in log(setting), each no more than 8
+    times the last; ``unreachable`` where the setting stops moving the reading or reaches
+    Blender's bounds short of it."""
+    t0 = time.perf_counter()
+    low, high = PARAMETER_BOUNDS[rig.setting]
+    floor = max(low, 1e-6)
+
+    def at(value: float) -> ClothParams:
+        return settings.replace(**{rig.setting: value, f"{rig.setting}_max": value})
+
+    value = min(max(getattr(settings, rig.setting), floor), high)
+    history: list[tuple[float, float, bool]] = []
+    outcome = "stalled"
+    for _ in range(DRAPE_MAX_RUNS):
+        reading, settled = rig.read(at(value))
+        history.append((value, reading, settled))
+        if abs(reading - target) <= 0.5 * DRAPE_READ_BACK:
+            outcome = "matched" if settled else "unsettled"
+            break
+        if len(history) < 2:
+            # the first step: stiffer drapes read higher, try 2x or 1/2 and measure the slope
+            step = math.log(2.0) * (1.0 if target > reading else -1.0)
+        else:
+            (v0, r0, _), (v1, r1, _) = history[-2], history[-1]
+            slope = (r1 - r0) / math.log(v1 / v0) if v1 != v0 else 0.0
+            span = abs(math.log(v1 / v0))
+            if abs(slope) * math.log(2.0) < DRAPE_SLOPE_FLOOR and span >= 0.5 * math.log(2.0):
+                outcome = "unreachable"  # the setting no longer moves the drape
+                break
+            step = (target - r1) / slope if slope > 0.0 else math.log(2.0) * (1.0 if target > r1 else -1.0)
+            step = max(-DRAPE_STEP_LIMIT, min(DRAPE_STEP_LIMIT, step))
+        proposal = value * math.exp(step)
+        clamped = min(max(proposal, floor), high)
+        if clamped == value:
+            outcome = "unreachable"  # at Blender's bound (or the search's floor) and still short
+            break
+        value = clamped
+    best_value, best, settled = min(history, key=lambda h: abs(h[1] - target) + (0.0 if h[2] else 10.0))
+    if outcome == "stalled" and abs(best - target) <= DRAPE_READ_BACK:
+        outcome = "matched" if settled else "unsettled"
+    account(rig, outcome, len(history), time.perf_counter() - t0, (at(best_value), best, settled))
+    return at(best_value)
 
 
 def fabric_preset(result: FabricResult, name: str | None = None) -> dict:
