@@ -19,7 +19,15 @@ from .cantilever import CantileverReading, CantileverRig, run_cantilever
 from .readings import bending_length
 from .tensile import ELONGATION_RANGE_PERCENT, KES_LOAD_N_PER_M
 
-__all__ = ["FabricFit", "FabricNumbers", "fabric_rig", "fit_bending", "read_bending_length", "vertex_mass"]
+__all__ = [
+    "FabricFit",
+    "FabricNumbers",
+    "fabric_rig",
+    "fit_bending",
+    "read_bending_length",
+    "scaled_rig",
+    "vertex_mass",
+]
 
 WEIGHT_RANGE_GSM = (20.0, 1000.0)  # chiffon to heavy canvas
 BENDING_LENGTH_RANGE_MM = (2.0, 150.0)  # a limp knit to a stiff board-like fabric
@@ -248,13 +256,18 @@ def fit_bending(
 def read_bending_length(
     settings: ClothParams, rig: CantileverRig, device: str = "cpu", precision: str = "float64"
 ) -> CantileverReading:
-    """The cantilever ``rig``'s reading of a fabric's ``settings`` as the fit takes it: the
-    rig's mass scale lowered where the scaled bending would pass Blender's 10000 (past a real
-    10; the scaled vertex mass of such a stiff fabric stays above the rig tests' 3.75 g for
-    the fabrics in range, not measured there)."""
+    """The cantilever ``rig``'s reading of a fabric's ``settings`` as the fit takes it, on
+    :func:`scaled_rig`."""
+    return run_cantilever(settings, scaled_rig(settings, rig), device, precision)
+
+
+def scaled_rig(settings: ClothParams, rig: CantileverRig) -> CantileverRig:
+    """``rig`` with its mass scale lowered where the scaled bending of ``settings`` would pass
+    Blender's 10000 (past a real 10; the scaled vertex mass of such a stiff fabric stays
+    above the rig tests' 3.75 g for the fabrics in range, not measured there): the rig every
+    reading of a fitted fabric runs, in this model or in Blender."""
     bending = max(settings.bending_stiffness, settings.bending_stiffness_max, BENDING_FLOOR)
-    scale = min(rig.mass_scale, BENDING_RANGE[1] / bending)
-    return run_cantilever(settings, replace(rig, mass_scale=scale), device, precision)
+    return replace(rig, mass_scale=min(rig.mass_scale, BENDING_RANGE[1] / bending))
 
 
 def _miss(reading: CantileverReading, target: float) -> float:
