@@ -71,6 +71,18 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Blender's cloth, against the best uniform value; and the free map's tape gradient against "
         "central differences of the whole rollout",
     ),
+    "fabric_lab": Benchmark(
+        "bench/fabric_lab.py",
+        "Blender cloth settings fitted from fabric lab numbers (weight, cantilever bending length, "
+        "Cusick drape coefficient, elongation along the grain and on the bias at 500 gf/cm) on silk-like "
+        "to denim-like combinations, then read back by Blender's own cloth on the same rigs built in bpy",
+    ),
+    "self_collision_fit": Benchmark(
+        "bench/self_collision_fit.py",
+        "tension and bending fitted through cloth self-collision from Blender's defaults on scenes made "
+        "by Blender's own cloth (a sleeve collapsing, a sheet folding onto itself on the ground), "
+        "written back and replayed by Blender",
+    ),
     "many_parameters_spread": Benchmark(
         "bench/many_parameters.py",
         "how far one Levenberg-Marquardt fit of 12 parameters lands from another of the same scene "

@@ -4,7 +4,7 @@ start), fitted from Blender's defaults (15, 0.5) on the add-on's exported inputs
 fitted values written back and the scene replayed by Blender from scratch.
 
     .venv/bin/python bench/self_collision_fit.py [--scenes sleeve_collapses_on_ground,...]
-                                                 [--frames 20,40,60] [--out FILE.json]
+                                                 [--frames 20,40,60]
 
 Scenes (``tests/blender/self_collision_scenes.py``): a sleeve collapsing on the ground (not
 chaotic: Blender's own 1 um spread 0.19 % of the motion) and a sheet folding onto itself
@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests" / "blender")]
+sys.path[:0] = [str(ROOT / "tests" / "blender"), str(ROOT / "bench")]
 
 import blender_env  # noqa: E402,I001  (sets up an isolated Blender profile before bpy)
 import bpy  # noqa: E402
+from results import record as record_results  # noqa: E402
 
 SCENES = ("sleeve_collapses_on_ground", "sheet_folds_on_ground")
 
@@ -33,7 +34,6 @@ def main() -> int:
     )
     parser.add_argument("--scenes", default=",".join(SCENES))
     parser.add_argument("--frames", default="20,40,60")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     blender_env.import_addon_package().register()
     import self_collision_scenes
@@ -64,9 +64,22 @@ def main() -> int:
             "fit_s": fit_s,
         }
         print(json.dumps({name: rows[name]}, indent=1), flush=True)
-    out = {"frames": frames, "device": "cpu", "precision": "float64", "scenes": rows}
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+    headers = ["scene", "fitted", "outcome", "fit RMSE mm", "tolerance mm", "Blender replay mm", "fit s"]
+    table = [
+        [
+            name,
+            ", ".join(f"{k} {v:.4g}" for k, v in row["fitted"].items()),
+            row["outcome"],
+            f"{row['rmse_mm']:.4g}",
+            f"{row['tolerance_mm']:.4g}",
+            f"{row['replay_rmse_mm']:.4g}",
+            f"{row['fit_s']:.0f}",
+        ]
+        for name, row in rows.items()
+    ]
+    summary = {"frames": frames, "hidden": TRUTH, "start": "Blender's defaults (tension 15, bending 0.5)"}
+    notes = [f"{name}: {row['outcome_reason']}" for name, row in rows.items()]
+    record_results("self_collision_fit", summary, (headers, table), notes)
     return 0
 
 
