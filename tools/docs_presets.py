@@ -37,6 +37,8 @@ def cells(values: dict[str, Any], keys: tuple[str, ...]) -> str:
 
 def source(preset: dict[str, Any]) -> str:
     provenance = preset.get("provenance") or {}
+    if "lab_numbers" in provenance:
+        return "lab numbers (fabric rigs)"
     if "fit_rmse_m" in provenance:
         return f"fitted ({provenance.get('drape_test', 'drape test').split(':')[0]})"
     return "Blender's own"

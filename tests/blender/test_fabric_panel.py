@@ -150,8 +150,9 @@ def test_save_as_preset_writes_one_the_library_finds() -> None:
         assert Path(preset.path).parent == presets.user_presets_dir()
         assert preset.values["mass"] == pytest.approx(vertex_mass(150.0, EDGE_M))
         assert preset.values["bending_stiffness"] == pytest.approx(settings_of().bending_stiffness, rel=1e-6)
-        assert "weight_gsm: 150" in preset.notes and "bending_length_mm: 25" in preset.notes
-        assert "mesh_edge_mm: 15" in preset.notes
+        assert preset.provenance["lab_numbers"] == {"weight_gsm": 150.0, "bending_length_mm": 25.0}
+        assert preset.provenance["mesh_edge_m"] == pytest.approx(0.015)
+        assert "cantilever: bending_length_mm 25" in preset.notes
         with pytest.raises(RuntimeError, match="already exists"):  # no silent overwrite
             bpy.ops.fit.fabric_save_preset(name=name)
     finally:

@@ -239,6 +239,14 @@ BAD_TEXTS = {
         good_text(provenance={"reference_values": {"mass": -1}}),
         "mass = -1 is outside",
     ),
+    "provenance lab number not a number": (
+        good_text(provenance={"lab_numbers": {"weight_gsm": "heavy"}}),
+        "provenance.lab_numbers.weight_gsm must be a number",
+    ),
+    "provenance readings not an object": (
+        good_text(provenance={"rig_readings": [1.0]}),
+        "provenance.rig_readings must be an object of at most 64 named numbers",
+    ),
     "deep nesting": (
         '{"schema": 1, "name": "x", "model": "blender_cloth", "notes": ' + "[" * 20000 + "]" * 20000 + "}",
         "not valid JSON",

@@ -91,7 +91,7 @@ def test_a_bending_length_finer_than_the_mesh_is_unreachable() -> None:
 
 def test_the_command_line_writes_a_preset(tmp_path, capsys) -> None:
     """The fabric command fits the bending (default quality 10) and writes a preset the
-    preset library reads back, the lab numbers and the rig's reading in its notes."""
+    preset library reads back, the lab numbers and the rig's reading in its provenance."""
     out = tmp_path / "fabric.json"
     code = main(
         ["fabric", "--weight-gsm", "150", "--bending-length-mm", "25", "--edge-mm", "10", "--out", str(out)]
@@ -101,8 +101,12 @@ def test_the_command_line_writes_a_preset(tmp_path, capsys) -> None:
     assert preset.values["mass"] == pytest.approx(1.5e-5)
     assert 0.005 < preset.values["bending_stiffness"] < 0.03
     assert preset.quality == 10
-    assert "weight_gsm: 150" in preset.notes and "outcome: matched" in preset.notes
+    assert "10 mm edges: matched" in preset.notes
     assert preset.provenance["fit_parameters"] == ["bending_stiffness"]
+    assert preset.provenance["lab_numbers"] == {"weight_gsm": 150.0, "bending_length_mm": 25.0}
+    reading = preset.provenance["rig_readings"]["cantilever: bending_length_mm"]
+    assert reading == pytest.approx(25.0, rel=0.01)
+    assert preset.provenance["mesh_edge_m"] == pytest.approx(0.01)
     assert json.loads(out.read_text())["model"] == "blender_cloth"
     assert "matched" in capsys.readouterr().out
     # a bad number: refused before any rig runs, nothing written

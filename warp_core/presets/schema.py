@@ -89,7 +89,15 @@ PROVENANCE_KEYS: dict[str, str] = {
     "fit_parameters": "names",
     "reference_values": "values",
     "shared_objects": "texts",  # every object of a shared-material fit
+    # a preset fitted from fabric lab numbers: the numbers (weight_gsm, bending_length_mm, ...),
+    # what each virtual test rig read at the fitted values, the mesh edge it was fitted for,
+    # and where published numbers came from
+    "lab_numbers": "measures",
+    "rig_readings": "measures",
+    "mesh_edge_m": "length",
+    "source": "text",
 }
+MAX_MEASURES = 64  # names in a provenance "measures" object
 
 
 class PresetError(UserError, ValueError):
@@ -283,6 +291,13 @@ def _check_provenance(prov: Any, source: str, model: str = MODEL) -> dict[str, A
             if bad:
                 raise invalid(source, f"{where} has unknown parameter(s) {', '.join(map(repr, bad))}")
             out[key] = list(value)
+        elif kind == "measures":
+            if not isinstance(value, dict) or len(value) > MAX_MEASURES:
+                raise invalid(source, f"{where} must be an object of at most {MAX_MEASURES} named numbers")
+            out[key] = {
+                _check_text(where, name, source, 64): _number(str(name), number, source, where)
+                for name, number in value.items()
+            }
         elif kind == "texts":
             if not isinstance(value, list) or len(value) > MAX_LIST_LENGTH:
                 raise invalid(source, f"{where} must be a list of names")

@@ -334,32 +334,33 @@ def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callabl
     return at(best_value)
 
 
-def fabric_preset(result: FabricResult, name: str | None = None) -> dict:
+def fabric_preset(result: FabricResult, name: str | None = None, source: str | None = None) -> dict:
     """A ``blender_cloth`` preset (``warp_core.presets`` format, validated) of the fit: the
     fitted settings (each with its group maximum) and the quality they were fitted at; other
-    settings are left out, so applying it leaves them alone. The preset schema's provenance
-    has fixed keys and none for lab numbers or rig readings, so those are kept as
-    ``key: value`` lines in ``notes``."""
+    settings are left out, so applying it leaves them alone. Its provenance holds the lab
+    numbers, each rig's reading at the fitted values, the mesh edge and, for published
+    numbers, their ``source``; its notes say the same in words."""
     from ..presets import Preset, validate_preset
 
     numbers = result.numbers
-    lines = ["Fitted from fabric lab numbers with virtual test rigs in Blender's cloth model."]
-    lines.append(f"weight_gsm: {numbers.weight_gsm:g}")
-    lines += [f"{n}: {getattr(numbers, n):g}" for n in numbers.measured]
+    lab = {"weight_gsm": numbers.weight_gsm} | {n: float(getattr(numbers, n)) for n in numbers.measured}
     if numbers.elongation_percent is not None or numbers.bias_elongation_percent is not None:
-        lines.append(f"load_n_per_m: {numbers.load_n_per_m:g}")
-    lines.append(f"mesh_edge_mm: {result.edge_m * 1e3:g}")
-    lines.append(f"outcome: {result.outcome}")
-    for r in result.rigs:
-        lines.append(
-            f"rig {r.rig}: reads {r.reading:.4g} for {r.number} {r.requested:g} ({r.outcome}, {r.runs} runs)"
-        )
+        lab["load_n_per_m"] = numbers.load_n_per_m
+    readings = {f"{r.rig}: {r.number}": r.reading for r in result.rigs if math.isfinite(r.reading)}
+    lines = [
+        f"Fitted from fabric lab numbers with virtual test rigs in Blender's cloth model, for a mesh of "
+        f"{result.edge_m * 1e3:g} mm edges: {result.outcome}."
+    ]
+    lines += [
+        f"{r.rig}: {r.number} {r.requested:g}, the rig reads {r.reading:.4g} ({r.outcome})"
+        for r in result.rigs
+    ]
     names = {f.name for f in fields(result.settings)}
     values: dict[str, float | int] = {"quality": result.settings.quality}
-    for name in result.fitted:
+    for fitted in result.fitted:
         # a stiffness's group maximum goes with it: an object with a stiffness group keeps
         # the fabric's value where its weights are 1 too
-        for field in (name, f"{name}_max"):
+        for field in (fitted, f"{fitted}_max"):
             if field in names:
                 values[field] = getattr(result.settings, field)
     label = ", ".join(f"{n} {getattr(numbers, n):g}" for n in numbers.measured)
@@ -372,6 +373,10 @@ def fabric_preset(result: FabricResult, name: str | None = None) -> dict:
             "fit_seconds": result.seconds,
             "device": result.device,
             "fit_parameters": [f for f in result.fitted if f != "mass"],
-        },
+            "lab_numbers": lab,
+            "rig_readings": readings,
+            "mesh_edge_m": result.edge_m,
+        }
+        | ({"source": source} if source else {}),
     )
     return validate_preset(preset).to_dict()
