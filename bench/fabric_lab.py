@@ -38,6 +38,9 @@ COMBINATIONS = {
     "suiting": (260.0, 30.0, 0.75, 3.0, None, 10.0),
     "canvas": (350.0, 40.0, 0.85, 1.5, None, 10.0),
     "denim": (400.0, 50.0, 0.9, 1.5, None, 15.0),
+    # the same numbers on a coarser mesh: the values each resolution needs, both read back
+    "poplin 15 mm": (150.0, 25.0, 0.65, 2.5, 8.0, 15.0),
+    "crepe 15 mm": (80.0, None, 0.3, 4.0, None, 15.0),
 }
 ACCEPTANCE = {
     "bending_length_mm": 0.05,
