@@ -22,6 +22,7 @@ from ..scene.bake import BakeInfo, bake_object, bake_object_steps
 from ..scene.checks import check_object
 from ..scene.steps import ShownRun, SteppedRun
 from ..session import busy_with
+from .modal_status import redraw_panels, set_status
 
 TIMER_STEP_S = 0.01  # how soon the next slice of a modal bake runs
 STEP_BUDGET_S = 0.05  # main-thread time per slice: the interface redraws and hears Esc between slices
@@ -58,23 +59,10 @@ def bake_under_way() -> str | None:
 def _check_can_start(ob: bpy.types.Object | None) -> None:
     check_object(ob)
     if busy_with() is not None:
-        raise FitInputError("A fit is running: bake when it has finished")
+        raise FitInputError(f"{busy_with()}: bake when it has finished")
     busy = bake_under_way()
     if busy is not None:
         raise FitInputError(f"{busy}: wait for it or cancel it")
-
-
-def _status(context: bpy.types.Context, text: str | None) -> None:
-    workspace = getattr(context, "workspace", None)
-    if workspace is not None:
-        workspace.status_text_set(text)
-
-
-def _redraw_panels(context: bpy.types.Context) -> None:
-    for window in getattr(context.window_manager, "windows", ()):
-        for area in getattr(window.screen, "areas", ()):
-            if area.type == "VIEW_3D":
-                area.tag_redraw()
 
 
 def _report_done(op: bpy.types.Operator, info: BakeInfo) -> None:
@@ -88,9 +76,9 @@ def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
     if timer is not None:
         context.window_manager.event_timer_remove(timer)
         op._timer = None
-    _status(context, None)
+    set_status(context, None)
     _bake = None
-    _redraw_panels(context)
+    redraw_panels(context)
 
 
 def _finish(op: bpy.types.Operator, context: bpy.types.Context, bake: BakeProgress) -> set[str]:
@@ -149,8 +137,8 @@ class OBJECT_OT_fit_to_target_bake(bpy.types.Operator):
             return _finish(self, context, bake)
         self._timer = wm.event_timer_add(TIMER_STEP_S, window=context.window)
         wm.modal_handler_add(self)
-        _status(context, bake.status_text())
-        _redraw_panels(context)
+        set_status(context, bake.status_text())
+        redraw_panels(context)
         return {"RUNNING_MODAL"}
 
     def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
@@ -163,8 +151,8 @@ class OBJECT_OT_fit_to_target_bake(bpy.types.Operator):
             bake.run.advance(STEP_BUDGET_S)
         if bake.run.finished:  # done, failed, or cancelled (Esc, Cancel Bake)
             return _finish(self, context, bake)
-        _status(context, bake.status_text())  # the panel draws active_bake()'s bar
-        _redraw_panels(context)
+        set_status(context, bake.status_text())  # the panel draws active_bake()'s bar
+        redraw_panels(context)
         if event.type == "TIMER" or bake.run.off_main_thread:
             return {"PASS_THROUGH"}
         # mid-export the scene sits at another frame with the cloth off: no edits meanwhile
@@ -190,7 +178,7 @@ class OBJECT_OT_fit_to_target_cancel_bake(bpy.types.Operator):
             self.report({"WARNING"}, "No bake is running")
             return {"CANCELLED"}
         bake.cancel()  # the modal operator reports it on its next event
-        _redraw_panels(context)
+        redraw_panels(context)
         return {"FINISHED"}
 
 

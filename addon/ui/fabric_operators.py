@@ -28,6 +28,7 @@ from ..models.blender_cloth.scene_model import export_cloth_mesh, find_cloth_mod
 from ..session import begin_fabric_fit, busy_with, end_fabric_fit
 from ..warp_setup import configure_warp
 from .bake_operators import bake_under_way
+from .modal_status import redraw_panels, set_status
 
 TIMER_STEP_S = 0.1  # how often the modal operator looks at the worker
 # the panel's names of the lab numbers (FabricNumbers fields), for messages and result rows
@@ -265,29 +266,16 @@ def report_of(ob: bpy.types.Object, record: dict[str, Any], baked: bool) -> tupl
     return {"WARNING"}, f"{record['outcome']}: {text}"
 
 
-def _redraw(context: bpy.types.Context) -> None:
-    for window in getattr(context.window_manager, "windows", ()):
-        for area in getattr(window.screen, "areas", ()):
-            if area.type == "VIEW_3D":
-                area.tag_redraw()
-
-
-def _status(context: bpy.types.Context, text: str | None) -> None:
-    workspace = getattr(context, "workspace", None)
-    if workspace is not None:
-        workspace.status_text_set(text)
-
-
 def _end(op: bpy.types.Operator, context: bpy.types.Context) -> None:
     global _run
     timer = getattr(op, "_timer", None)
     if timer is not None:
         context.window_manager.event_timer_remove(timer)
         op._timer = None
-    _status(context, None)
+    set_status(context, None)
     _run = None
     end_fabric_fit()
-    _redraw(context)
+    redraw_panels(context)
 
 
 class FIT_OT_fabric_fit(bpy.types.Operator):
@@ -326,8 +314,8 @@ class FIT_OT_fabric_fit(bpy.types.Operator):
         wm = context.window_manager
         self._timer = wm.event_timer_add(TIMER_STEP_S, window=context.window)
         wm.modal_handler_add(self)
-        _status(context, run.status_text())
-        _redraw(context)
+        set_status(context, run.status_text())
+        redraw_panels(context)
         return {"RUNNING_MODAL"}
 
     def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
@@ -340,8 +328,8 @@ class FIT_OT_fabric_fit(bpy.types.Operator):
         elif event.type != "TIMER":
             return {"PASS_THROUGH"}
         if not run.done.is_set():
-            _status(context, run.status_text())
-            _redraw(context)
+            set_status(context, run.status_text())
+            redraw_panels(context)
             return {"RUNNING_MODAL"} if event.type == "ESC" else {"PASS_THROUGH"}
         _end(self, context)
         return finish(self, context, run)
@@ -364,7 +352,7 @@ class FIT_OT_fabric_cancel(bpy.types.Operator):
             self.report({"WARNING"}, "No fabric fit is running")
             return {"CANCELLED"}
         _run.stop.set()
-        _redraw(context)
+        redraw_panels(context)
         return {"FINISHED"}
 
 

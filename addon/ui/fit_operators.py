@@ -30,25 +30,11 @@ from ..session import (
 )
 from .bake_operators import bake_under_way
 from .fit_results import write_results
+from .modal_status import redraw_panels, set_status
 
 TIMER_STEP_S = 0.1  # how often the modal operator polls the worker's queue
 EXPORT_STEP_S = 0.01  # how soon the next slice of the scene read runs
 EXPORT_SLICE_S = 0.05  # main-thread time per slice: the interface redraws and hears Esc between
-
-
-def _redraw_panels(context: bpy.types.Context) -> None:
-    wm = context.window_manager
-    for window in getattr(wm, "windows", ()):
-        screen = window.screen
-        for area in getattr(screen, "areas", ()):
-            if area.type == "VIEW_3D":
-                area.tag_redraw()
-
-
-def _status(context: bpy.types.Context, text: str | None) -> None:
-    workspace = getattr(context, "workspace", None)
-    if workspace is not None:
-        workspace.status_text_set(text)
 
 
 def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
@@ -58,7 +44,7 @@ def _end_modal(op: bpy.types.Operator, context: bpy.types.Context) -> None:
     if timer is not None:
         wm.event_timer_remove(timer)
         op._timer = None
-    _status(context, None)
+    set_status(context, None)
     end_export()
     end_session()
 
@@ -194,8 +180,8 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
         wm = context.window_manager
         self._timer = wm.event_timer_add(EXPORT_STEP_S, window=context.window)
         wm.modal_handler_add(self)
-        _status(context, export.status_text())
-        _redraw_panels(context)
+        set_status(context, export.status_text())
+        redraw_panels(context)
         return {"RUNNING_MODAL"}
 
     def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
@@ -209,8 +195,8 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
         # menu while the artist keeps working, and must never throw the fit away
         if event.type == "ESC" and event.value == "PRESS":
             session.job.cancel()
-            _status(context, session.status_text())
-            _redraw_panels(context)
+            set_status(context, session.status_text())
+            redraw_panels(context)
             return {"RUNNING_MODAL"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
@@ -220,10 +206,10 @@ class OBJECT_OT_fit_to_target(bpy.types.Operator):
             _draw_curve(session)
         if session.job.finished:
             _end_modal(self, context)
-            _redraw_panels(context)
+            redraw_panels(context)
             return write_results(self, session.prepared, session.job, session.shared, self._read_as)
-        _status(context, session.status_text())
-        _redraw_panels(context)
+        set_status(context, session.status_text())
+        redraw_panels(context)
         return {"PASS_THROUGH"}
 
     def cancel(self, context: bpy.types.Context) -> None:
@@ -247,21 +233,21 @@ def _modal_export(
         run.cancel()
         _end_modal(op, context)
         op.report({"WARNING"}, f"Fit of {quoted_names(export.object_names)} cancelled: nothing was changed")
-        _redraw_panels(context)
+        redraw_panels(context)
         return {"CANCELLED"}
     if event.type != "TIMER":
         return {"RUNNING_MODAL"}
     run.advance(EXPORT_SLICE_S)
     if not run.finished:
-        _status(context, export.status_text())
-        _redraw_panels(context)
+        set_status(context, export.status_text())
+        redraw_panels(context)
         return {"PASS_THROUGH"}
     if run.error is not None or run.value is None:
         _end_modal(op, context)
         error = run.error
         message = str(error) if isinstance(error, FitInputError) else f"unexpected error: {error!r}"
         op.report({"ERROR"}, message)
-        _redraw_panels(context)
+        redraw_panels(context)
         return {"CANCELLED"}
     prepared = run.value
     op._read_as = fingerprints(prepared)
@@ -271,8 +257,8 @@ def _modal_export(
     wm = context.window_manager
     wm.event_timer_remove(op._timer)
     op._timer = wm.event_timer_add(TIMER_STEP_S, window=context.window)
-    _status(context, session.status_text())
-    _redraw_panels(context)
+    set_status(context, session.status_text())
+    redraw_panels(context)
     return {"PASS_THROUGH"}
 
 
@@ -295,7 +281,7 @@ class OBJECT_OT_fit_to_target_cancel(bpy.types.Operator):
             self.report({"WARNING"}, "No fit is running")
             return {"CANCELLED"}
         session.job.cancel()
-        _redraw_panels(context)
+        redraw_panels(context)
         return {"FINISHED"}
 
 

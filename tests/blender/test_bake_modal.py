@@ -175,7 +175,7 @@ def test_refusals_and_cancel_bake(saved_cloth) -> None:
     try:
         op = OperatorStandIn()
         assert BAKE_OP.invoke(op, ContextProxy(), event("LEFTMOUSE", "PRESS")) == {"CANCELLED"}
-        assert op.reports == [({"ERROR"}, "A fit is running: bake when it has finished")]
+        assert op.reports == [({"ERROR"}, "A fit is already running: bake when it has finished")]
     finally:
         fit_session.end_session()
 

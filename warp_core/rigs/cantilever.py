@@ -50,6 +50,7 @@ __all__ = [
     "CantileverReading",
     "CantileverRig",
     "cantilever_strip",
+    "model_windows",
     "rig_settings",
     "run_cantilever",
     "scaled_statics",
@@ -222,6 +223,24 @@ def settle_reading(next_window: Callable[[int], np.ndarray], rig: CantileverRig)
     )
 
 
+def model_windows(
+    mesh: ClothMesh, settings: ClothParams, device: str = "cpu", precision: str = "float64"
+) -> Callable[[int], np.ndarray]:
+    """A rig's cloth in this project's model as its window rules take it: ``next_window(n)``
+    runs it on by ``n`` frames and gives the positions over them, (n, N, 3). Each window
+    goes on from the last one's positions and velocities (bit for bit one long rollout), so
+    a rig can stop as soon as its cloth has settled."""
+    sim = get_model("blender_cloth").build(mesh, settings, device, precision)
+    state = {"x": sim.rest_positions, "v": None}
+
+    def next_window(count: int) -> np.ndarray:
+        rollout = sim.rollout(sim.start_frame + count, x0=state["x"], v0=state["v"], keep_states=True)
+        state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
+        return rollout.numpy()[1:]
+
+    return next_window
+
+
 def run_cantilever(
     settings: ClothParams,
     rig: CantileverRig | None = None,
@@ -232,15 +251,5 @@ def run_cantilever(
     mass: the rig scales it) in this project's model and read it by :func:`settle_reading`."""
     rig = rig or CantileverRig()
     mesh, grid = cantilever_strip(rig)
-    sim = get_model("blender_cloth").build(mesh, rig_settings(settings, rig), device, precision)
-    state = {"x": sim.rest_positions, "v": None}
-
-    def next_window(count: int) -> np.ndarray:
-        # each window starts from the last one's positions and velocities (the states are
-        # kept for the velocities; bit for bit one long rollout), so the rig can stop as
-        # soon as the strip has settled
-        rollout = sim.rollout(sim.start_frame + count, x0=state["x"], v0=state["v"], keep_states=True)
-        state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
-        return strip_centreline(rollout.numpy()[1:], grid)
-
-    return settle_reading(next_window, rig)
+    positions = model_windows(mesh, rig_settings(settings, rig), device, precision)
+    return settle_reading(lambda count: strip_centreline(positions(count), grid), rig)

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..mesh import ClothMesh
-from ..models import get_model
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
-from .cantilever import scaled_statics
+from .cantilever import model_windows, scaled_statics
 from .readings import drape_reading
 
 __all__ = [
@@ -289,14 +288,5 @@ def run_drape(
     :func:`drape_settle`."""
     rig = rig or DrapeRig()
     mesh = drape_specimen(rig)
-    sim = get_model("blender_cloth").build(mesh, drape_settings(settings, rig), device, precision)
-    state = {"x": sim.rest_positions, "v": None}
-
-    def next_window(count: int) -> np.ndarray:
-        # each window continues from the last one's positions and velocities (bit for bit
-        # one long rollout), so the rig can stop as soon as the specimen has settled
-        rollout = sim.rollout(sim.start_frame + count, x0=state["x"], v0=state["v"], keep_states=True)
-        state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
-        return rollout.numpy()[1:]
-
+    next_window = model_windows(mesh, drape_settings(settings, rig), device, precision)
     return drape_settle(next_window, mesh, rig, drape_scale(settings, rig))

@@ -161,23 +161,20 @@ def fit_fabric(
     # pull) and the tension the bias strip's a little (the clamp holds the trellis back): with
     # both numbers, each is fitted at the other's latest value until neither moves by more
     # than STRIP_SETTLED between rounds. The bias first: it barely depends on the tension
+    def fit_strip(rig: _Rig) -> ClothParams:
+        begin(rig)
+        fitter = fit_tension if rig.number == "elongation_percent" else fit_shear
+        fit = fitter(getattr(numbers, rig.number), settings, rig.strip, device=device, precision=precision)
+        known = (fit.settings, fit.reading.elongation_percent, fit.reading.settled)
+        account(rig, fit.outcome, fit.runs, fit.seconds, known)
+        return fit.settings
+
     strips = [rigs[n] for n in ("bias_elongation_percent", "elongation_percent") if n in rigs]
     last: dict[str, float] = {}
     for _ in range(STRIP_ROUNDS if len(strips) == 2 else 1):
         moved = False
         for rig in strips:
-            begin(rig)
-            fitter = fit_tension if rig.number == "elongation_percent" else fit_shear
-            fit = fitter(
-                getattr(numbers, rig.number),
-                settings,
-                rig.strip,
-                device=device,
-                precision=precision,
-            )
-            settings = fit.settings
-            known = (settings, fit.reading.elongation_percent, fit.reading.settled)
-            account(rig, fit.outcome, fit.runs, fit.seconds, known)
+            settings = fit_strip(rig)
             value = getattr(settings, rig.setting)
             moved |= rig.setting not in last or abs(value / last[rig.setting] - 1.0) > STRIP_SETTLED
             last[rig.setting] = value
@@ -197,18 +194,7 @@ def fit_fabric(
             settings = _fit_drape(numbers.drape_coefficient, settings, rig, account)
         if rig.setting == "shear_stiffness" and "elongation_percent" in rigs:
             # the drape's shear moves the tensile strip: its tension again
-            tensile = rigs["elongation_percent"]
-            begin(tensile)
-            fit = fit_tension(
-                numbers.elongation_percent,
-                settings,
-                tensile.strip,
-                device=device,
-                precision=precision,
-            )
-            settings = fit.settings
-            known = (settings, fit.reading.elongation_percent, fit.reading.settled)
-            account(tensile, fit.outcome, fit.runs, fit.seconds, known)
+            settings = fit_strip(rigs["elongation_percent"])
     results = []
     for rig in rigs.values():
         if rig.known is not None and rig.known[0] == settings:

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..mesh import ClothMesh
-from ..models import get_model
 from ..models.blender_cloth.params import ClothParams
+from .cantilever import model_windows
 
 __all__ = [
     "KES_LOAD_N_PER_M",
@@ -251,16 +251,7 @@ def run_strip(
     sets the mass) in this project's model and read it by :func:`strip_reading`."""
     rig = rig or StripRig()
     mesh, _ = strip_mesh(rig)
-    sim = get_model("blender_cloth").build(mesh, strip_settings(settings, rig), device, precision)
-    state = {"x": sim.rest_positions, "v": None}
-
-    def next_window(count: int) -> np.ndarray:
-        # each window goes on from the last one's state, so the rig stops once the strip settles
-        rollout = sim.rollout(sim.start_frame + count, x0=state["x"], v0=state["v"], keep_states=True)
-        state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
-        return rollout.numpy()[1:]
-
-    return strip_reading(next_window, rig)
+    return strip_reading(model_windows(mesh, strip_settings(settings, rig), device, precision), rig)
 
 
 @dataclass(frozen=True)
