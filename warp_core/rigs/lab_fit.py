@@ -32,7 +32,7 @@ from .tensile import StripRig, fit_shear, fit_tension, run_strip
 __all__ = ["FabricFitCancelled", "FabricResult", "RigResult", "fabric_preset", "fit_fabric"]
 
 # a worse outcome of one rig decides the fit's: the first of these that any rig has
-OUTCOME_ORDER = ("unreachable", "unsettled", "stalled", "misfit", "matched")
+OUTCOME_ORDER = ("unreachable", "coarse", "unsettled", "stalled", "misfit", "matched")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ class RigResult:
     setting: str  # the ClothParams field it set ("" where it only reads)
     requested: float  # the lab's number, in the number's own unit
     reading: float  # the rig's reading at the fitted settings, the same unit (NaN: none)
-    outcome: str  # "matched", "misfit" (read only, off), "unreachable", "unsettled", "stalled"
+    # "matched", "misfit" (read only, off), "unreachable", "coarse" (the mesh is too coarse for
+    # the cantilever to read it), "unsettled", "stalled"
+    outcome: str
     runs: int
     seconds: float
 
@@ -212,7 +214,7 @@ def fit_fabric(
         outcome = rig.outcome
         if not math.isfinite(off) or off > limit * 1.5:
             # a read-only drape, or a reading a later rig moved: off its number
-            outcome = outcome if outcome in ("unreachable", "unsettled") else "misfit"
+            outcome = outcome if outcome in ("unreachable", "coarse", "unsettled") else "misfit"
         elif not rig.setting:
             outcome = "matched" if settled else "unsettled"
         results.append(
