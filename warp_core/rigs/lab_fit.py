@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
-from .drape import DrapeRig, run_drape
+from .cantilever import IN_PLANE_CEILING
+from .drape import DrapeRig, drape_scale, run_drape
 from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
-from .tensile import StripRig, fit_shear, fit_tension, run_strip
+from .tensile import StripReading, StripRig, fit_shear, fit_tension, run_strip
 
 __all__ = ["FabricFitCancelled", "FabricResult", "RigResult", "fabric_preset", "fit_fabric"]
 
@@ -88,9 +89,13 @@ NUMBER_TEXT = {
     "elongation_percent": ("elongation", " %"),
     "bias_elongation_percent": ("bias elongation", " %"),
 }
-# the tensile and bias strips' alternation: rounds at most, and the relative change of both
-# settings from one round to the next under which it stops
-STRIP_ROUNDS, STRIP_SETTLED = 4, 0.003
+# the rigs' alternation: rounds at most, and the relative change of every fitted setting from
+# one round to the next under which it stops
+# (the drape's setting more loosely: its reading moves by +-0.003 from run to run, a few
+# percent of the setting)
+ROUNDS, SETTLED, DRAPE_SETTLED = 4, 0.003, 0.03
+# the order the rigs are fitted in within a round
+FIT_ORDER = ("bias_elongation_percent", "elongation_percent", "bending_length_mm", "drape_coefficient")
 # the drape coefficient's fit: secant steps in log(setting) against the coefficient, from the
 # rig's first reading; a setting that moves it by less than this over a doubling is spent
 DRAPE_SLOPE_FLOOR = 0.005
@@ -107,6 +112,7 @@ class _Rig:
     setting: str
     read: Callable[[ClothParams], tuple[float, bool]]  # settings -> (reading, settled)
     strip: StripRig | None = None  # the tensile and bias rigs' strip
+    drape: DrapeRig | None = None  # the drape rig's
     # the settings of its fit's best run and that run's (reading, settled): read again only
     # where a later rig changed them
     known: tuple[ClothParams, float, bool] | None = None
@@ -159,44 +165,39 @@ def fit_fabric(
         rig.outcome, rig.runs, rig.seconds = outcome, rig.runs + runs, rig.seconds + seconds
         rig.known = known
 
-    # the shear moves the tensile strip's reading by a lot (the diagonals carry a share of the
-    # pull) and the tension the bias strip's a little (the clamp holds the trellis back): with
-    # both numbers, each is fitted at the other's latest value until neither moves by more
-    # than STRIP_SETTLED between rounds. The bias first: it barely depends on the tension
-    def fit_strip(rig: _Rig) -> ClothParams:
+    def fit_one(rig: _Rig, at: ClothParams) -> ClothParams:
+        """``at`` with ``rig``'s setting fitted to its number."""
         begin(rig)
-        fitter = fit_tension if rig.number == "elongation_percent" else fit_shear
-        fit = fitter(getattr(numbers, rig.number), settings, rig.strip, device=device, precision=precision)
-        known = (fit.settings, fit.reading.elongation_percent, fit.reading.settled)
-        account(rig, fit.outcome, fit.runs, fit.seconds, known)
-        return fit.settings
+        if rig.strip is not None:
+            fitter = fit_tension if rig.number == "elongation_percent" else fit_shear
+            fit = fitter(getattr(numbers, rig.number), at, rig.strip, device=device, precision=precision)
+            account(rig, fit.outcome, fit.runs, fit.seconds, (fit.settings, *_strip_values(fit.reading)))
+            return fit.settings
+        if rig.number == "bending_length_mm":
+            fit = fit_bending(numbers, edge_m, at, device, precision)
+            reading = (fit.settings, fit.reading.bending_length_m * 1e3, fit.reading.settled)
+            account(rig, fit.outcome, fit.runs, fit.seconds, reading)
+            return fit.settings
+        return _fit_drape(numbers.drape_coefficient, at, rig, account)
 
-    strips = [rigs[n] for n in ("bias_elongation_percent", "elongation_percent") if n in rigs]
+    # The rigs' settings move each other's readings: the shear the tensile strip's by a lot
+    # (the diagonals carry a share of the pull) and the cantilever's (the rig raises a soft
+    # shear only so far), the tension the bias strip's a little (the clamp holds the trellis
+    # back), bending and shear the drape's. So each rig is fitted at the others' latest
+    # values, round after round, until no setting moves by more than SETTLED between rounds.
+    # The bias first: it barely depends on the tension
+    fitted = [rigs[n] for n in FIT_ORDER if n in rigs and rigs[n].setting]
     last: dict[str, float] = {}
-    for _ in range(STRIP_ROUNDS if len(strips) == 2 else 1):
+    for _ in range(ROUNDS if len(fitted) > 1 else 1):
         moved = False
-        for rig in strips:
-            settings = fit_strip(rig)
+        for rig in fitted:
+            settings = fit_one(rig, settings)
             value = getattr(settings, rig.setting)
-            moved |= rig.setting not in last or abs(value / last[rig.setting] - 1.0) > STRIP_SETTLED
-            last[rig.setting] = value
+            settled = DRAPE_SETTLED if rig.number == "drape_coefficient" else SETTLED
+            moved |= rig.name not in last or abs(value / last[rig.name] - 1.0) > settled
+            last[rig.name] = value
         if not moved:
             break
-    if "bending_length_mm" in rigs:
-        rig = rigs["bending_length_mm"]
-        begin(rig)
-        fit = fit_bending(numbers, edge_m, settings, device, precision)
-        settings = fit.settings
-        known = (settings, fit.reading.bending_length_m * 1e3, fit.reading.settled)
-        account(rig, fit.outcome, fit.runs, fit.seconds, known)
-    if "drape_coefficient" in rigs:
-        rig = rigs["drape_coefficient"]
-        begin(rig)
-        if rig.setting:
-            settings = _fit_drape(numbers.drape_coefficient, settings, rig, account)
-        if rig.setting == "shear_stiffness" and "elongation_percent" in rigs:
-            # the drape's shear moves the tensile strip: its tension again
-            settings = fit_strip(rigs["elongation_percent"])
     results = []
     for rig in rigs.values():
         if rig.known is not None and rig.known[0] == settings:
@@ -267,12 +268,15 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             setting = "shear_stiffness"
         else:
             setting = ""
-        rigs["drape_coefficient"] = _Rig("drape", "drape_coefficient", setting, read_drape)
+        rigs["drape_coefficient"] = _Rig("drape", "drape_coefficient", setting, read_drape, drape=drape)
     return rigs
 
 
 def _strip_read(strip: StripRig, run: tuple[str, str], settings: ClothParams) -> tuple[float, bool]:
-    reading = run_strip(settings, strip, *run)
+    return _strip_values(run_strip(settings, strip, *run))
+
+
+def _strip_values(reading: StripReading) -> tuple[float, bool]:
     return reading.elongation_percent, reading.settled
 
 
@@ -289,6 +293,10 @@ def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callabl
         return settings.replace(**{rig.setting: value, f"{rig.setting}_max": value})
 
     value = min(max(getattr(settings, rig.setting), floor), high)
+    if rig.setting in IN_PLANE_CEILING and rig.drape is not None:
+        # the rig raises a soft in-plane stiffness with the weight only up to Blender's
+        # default, so above default / scale the drape does not see it: start where it does
+        value = min(value, IN_PLANE_CEILING[rig.setting] / drape_scale(settings, rig.drape))
     history: list[tuple[float, float, bool]] = []
     outcome = "stalled"
     for _ in range(DRAPE_MAX_RUNS):
