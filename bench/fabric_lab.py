@@ -8,7 +8,10 @@ and bias strips) run in Blender 5.0.1's cloth at those settings and read the num
 
 A combination passes where Blender reads every number the fit reports as matched within
 the acceptance (bending length and elongations 5 %, drape coefficient 0.03); one the fit
-reports as not matched passes where it names the rig and gives its nearest reading.
+reports as not matched passes where it names the rig and gives its nearest reading. A drape
+can settle with a fold more or less, so each drape is also run by Blender with the rig lifted
+1, 2 and 5 micrometres: the spread of those readings is how far Blender's own drape is
+repeatable, and the mean of the four is also compared with max(0.03, that spread).
 """
 
 import argparse
@@ -42,6 +45,7 @@ COMBINATIONS = {
     "poplin 15 mm": (150.0, 25.0, 0.65, 2.5, 8.0, 15.0),
     "crepe 15 mm": (80.0, None, 0.3, 4.0, None, 15.0),
 }
+DRAPE_LIFTS_M = (1e-6, 2e-6, 5e-6)
 ACCEPTANCE = {
     "bending_length_mm": 0.05,
     "elongation_percent": 0.05,
@@ -50,8 +54,11 @@ ACCEPTANCE = {
 }
 
 
-def blender_reading(rigs, strip_rigs, fabric_rigs, result, number: str) -> tuple[float, bool]:
-    """Blender's own cloth on the rig of ``number`` at the fit's settings, as the fit read it."""
+def blender_reading(
+    rigs, strip_rigs, fabric_rigs, result, number: str, shift_m: float = 0.0
+) -> tuple[float, bool]:
+    """Blender's own cloth on the rig of ``number`` at the fit's settings, as the fit read it
+    (``shift_m``: the drape rig lifted, the same problem rounded differently)."""
     bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
     settings, edge = result.settings, result.edge_m
     n = result.numbers
@@ -60,7 +67,7 @@ def blender_reading(rigs, strip_rigs, fabric_rigs, result, number: str) -> tuple
         r = fabric_rigs.run_blender_cantilever(settings, rig)
         return r.bending_length_m * 1e3, r.settled
     if number == "drape_coefficient":
-        r = fabric_rigs.run_blender_drape(settings, rigs.DrapeRig(edge_m=edge))
+        r = fabric_rigs.run_blender_drape(settings, rigs.DrapeRig(edge_m=edge), shift_m)
         return r.coefficient, r.settled
     strip = rigs.StripRig(edge_m=edge, bias=number == "bias_elongation_percent", load_n_per_m=n.load_n_per_m)
     r = strip_rigs.run_blender_strip(settings, strip)
@@ -70,7 +77,17 @@ def blender_reading(rigs, strip_rigs, fabric_rigs, result, number: str) -> tuple
 def record(rows: dict, summary: dict) -> None:
     """The run into ``bench/results/fabric_lab.json`` and the benchmarks page: one table row
     per rig of each combination."""
-    headers = ["fabric", "edge mm", "rig", "sets", "requested", "model reads", "outcome", "Blender reads"]
+    headers = [
+        "fabric",
+        "edge mm",
+        "rig",
+        "sets",
+        "requested",
+        "model reads",
+        "outcome",
+        "Blender reads",
+        "Blender lifted 1, 2, 5 um",
+    ]
     table = []
     for name, row in rows.items():
         for c in row["rigs"]:
@@ -84,6 +101,7 @@ def record(rows: dict, summary: dict) -> None:
                     f"{c['reading']:.4g}",
                     c["outcome"],
                     f"{c['blender_reading']:.4g}" + ("" if c["within_acceptance"] else " (outside)"),
+                    ", ".join(f"{v:.3f}" for v in c.get("blender_lifted", [])[1:]),
                 ]
             )
     fit_s = sorted(row["fit_s"] for row in rows.values())
@@ -133,9 +151,27 @@ def main() -> int:
                 if r.number == "drape_coefficient"
                 else abs(reading / r.requested - 1)
             )
+            spread = {}
+            if r.number == "drape_coefficient":
+                # a drape can settle with a fold more or less: Blender's own readings of the
+                # rig lifted by micrometres say how far it is repeatable
+                lifted = [reading] + [
+                    blender_reading(rigs, strip_rigs, fabric_rigs, result, r.number, shift)[0]
+                    for shift in DRAPE_LIFTS_M
+                ]
+                mean = sum(lifted) / len(lifted)
+                spread = {
+                    "blender_lifted": lifted,
+                    "blender_spread": max(lifted) - min(lifted),
+                    "blender_mean_off": abs(mean - r.requested),
+                    # the proposed test: the mean of Blender's runs within 0.03 or within
+                    # Blender's own spread, whichever is larger
+                    "within_spread": abs(mean - r.requested) <= max(limit, max(lifted) - min(lifted)),
+                }
             checks.append(
                 {
                     **asdict(r),
+                    **spread,
                     "blender_reading": reading,
                     "blender_settled": settled,
                     "blender_off": off,
@@ -161,6 +197,17 @@ def main() -> int:
         "passing": sum(r["passes"] for r in rows.values()),
         "blender_within_acceptance_where_matched": sum(
             all(c["within_acceptance"] for c in r["rigs"] if c["outcome"] == "matched") for r in rows.values()
+        ),
+        "matched drapes: Blender's mean within max(0.03, its spread)": sum(
+            c.get("within_spread", False)
+            for r in rows.values()
+            for c in r["rigs"]
+            if c["number"] == "drape_coefficient" and c["outcome"] == "matched"
+        ),
+        "matched drapes": sum(
+            c["number"] == "drape_coefficient" and c["outcome"] == "matched"
+            for r in rows.values()
+            for c in r["rigs"]
         ),
     }
     print(json.dumps(summary, indent=1))
