@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
 import numpy as np
 
-from ...warp_core.models.blender_cloth import CLOTH_SETTINGS_FIELDS
 from ...warp_core.rigs.fabric import EDGE_RANGE_MM, FabricNumbers
 from ...warp_core.rigs.lab_fit import FabricFitCancelled, FabricResult, fabric_preset, fit_fabric
 from ..errors import FitInputError
@@ -188,18 +187,6 @@ def _prepare(context: bpy.types.Context) -> FabricRun:
     return FabricRun(ob.name, fabric_numbers(ob.fit_to_target_fabric), edge_m)
 
 
-def fitted_values(result: FabricResult) -> dict[str, Any]:
-    """The Cloth settings a fit chose, each with its group maximum, and the quality it was
-    fitted at (the rigs' bending only holds at it)."""
-    settings = {f.name for f in fields(result.settings)} & set(CLOTH_SETTINGS_FIELDS)
-    values: dict[str, Any] = {"quality": result.settings.quality}
-    for name in result.fitted:
-        for key in (name, f"{name}_max"):  # an object with a stiffness group keeps it at weight 1
-            if key in settings:
-                values[key] = getattr(result.settings, key)
-    return values
-
-
 def _rig_line(row: dict[str, Any]) -> str:
     unit = NUMBER_UNITS.get(row["number"], "")
     label = NUMBER_LABELS.get(row["number"], row["number"])
@@ -225,7 +212,7 @@ def finish(op: bpy.types.Operator, context: bpy.types.Context, run: FabricRun) -
     if result is None:
         op.report({"ERROR"}, f"Fabric fit of '{run.object_name}' gave no result: nothing was changed")
         return {"CANCELLED"}
-    values = fitted_values(result)
+    values = result.cloth_values()
     set_modifier_values(mod, values)
     rows = [
         {k: getattr(r, k) for k in ("rig", "number", "requested", "reading", "outcome")} for r in result.rigs

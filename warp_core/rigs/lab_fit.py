@@ -73,6 +73,18 @@ class FabricResult:
         """The settings the fit chose: the vertex mass, then each rig's."""
         return ("mass",) + tuple(r.setting for r in self.rigs if r.setting)
 
+    def cloth_values(self) -> dict[str, float | int]:
+        """What to write to a Cloth modifier or a preset: the quality the rigs ran at and each
+        fitted setting with its group maximum (an object with a stiffness group keeps the
+        fabric's value where its weights are 1 too)."""
+        names = {f.name for f in fields(self.settings)}
+        values: dict[str, float | int] = {"quality": self.settings.quality}
+        for fitted in self.fitted:
+            for field in (fitted, f"{fitted}_max"):
+                if field in names:
+                    values[field] = getattr(self.settings, field)
+        return values
+
 
 class FabricFitCancelled(Exception):
     """Raised by :func:`fit_fabric` between rig runs when its ``should_stop`` says so."""
@@ -351,18 +363,10 @@ def fabric_preset(result: FabricResult, name: str | None = None, source: str | N
         f"{r.rig}: {r.number} {r.requested:g}, the rig reads {r.reading:.4g} ({r.outcome})"
         for r in result.rigs
     ]
-    names = {f.name for f in fields(result.settings)}
-    values: dict[str, float | int] = {"quality": result.settings.quality}
-    for fitted in result.fitted:
-        # a stiffness's group maximum goes with it: an object with a stiffness group keeps
-        # the fabric's value where its weights are 1 too
-        for field in (fitted, f"{fitted}_max"):
-            if field in names:
-                values[field] = getattr(result.settings, field)
     label = ", ".join(f"{n} {getattr(numbers, n):g}" for n in numbers.measured)
     preset = Preset(
         name=name or f"Fabric {numbers.weight_gsm:g} gsm, {label}",
-        values=values,
+        values=result.cloth_values(),
         notes="\n".join(lines),
         provenance={
             "date": time.strftime("%Y-%m-%d"),
