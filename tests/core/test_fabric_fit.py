@@ -138,7 +138,18 @@ def test_the_fabric_fit_reads_every_number_back_at_its_final_settings() -> None:
     heard: list[str] = []
     result = fit_fabric(numbers, EDGE, ClothParams(quality=5), progress=heard.append)
     assert result.outcome == "matched", result.rigs
-    assert result.fitted == ("mass", "tension_stiffness", "shear_stiffness", "bending_stiffness")
+    assert result.fitted == (
+        "mass",
+        "tension_stiffness",
+        "compression_stiffness",
+        "shear_stiffness",
+        "bending_stiffness",
+    )
+    # what a preset or the panel writes: the compression too, which the tensile strip read with
+    values = result.cloth_values()
+    assert values["compression_stiffness"] == values["tension_stiffness"] == result.settings.tension_stiffness
+    # and every group maximum at its setting: a stiffness group's weight 1 is the fabric too
+    assert all(values[f"{name}_max"] == values[name] for name in result.fitted if name != "mass")
     by_number = {r.number: r for r in result.rigs}
     for number, requested in (("elongation_percent", 3.0), ("bias_elongation_percent", 10.0)):
         assert by_number[number].reading == pytest.approx(requested, rel=0.01), by_number[number]

@@ -70,8 +70,10 @@ class FabricResult:
 
     @property
     def fitted(self) -> tuple[str, ...]:
-        """The settings the fit chose: the vertex mass, then each rig's."""
-        return ("mass",) + tuple(r.setting for r in self.rigs if r.setting)
+        """The settings the fit chose: the vertex mass, then each rig's (the tensile strip's
+        tension with the compression it sets equal)."""
+        chosen = [r.setting for r in self.rigs if r.setting]
+        return ("mass",) + tuple(name for s in chosen for name in TIED.get(s, (s,)))
 
     def cloth_values(self) -> dict[str, float | int]:
         """What to write to a Cloth modifier or a preset: the quality the rigs ran at and each
@@ -80,9 +82,9 @@ class FabricResult:
         names = {f.name for f in fields(self.settings)}
         values: dict[str, float | int] = {"quality": self.settings.quality}
         for fitted in self.fitted:
-            for field in (fitted, f"{fitted}_max"):
-                if field in names:
-                    values[field] = getattr(self.settings, field)
+            values[fitted] = getattr(self.settings, fitted)
+            if f"{fitted}_max" in names:
+                values[f"{fitted}_max"] = values[fitted]
         return values
 
 
@@ -94,6 +96,8 @@ class FabricFitCancelled(Exception):
 # (relative; the drape coefficient's absolute): each rig's own fit stops within it
 READ_BACK = {"bending_length_mm": 0.01, "elongation_percent": 0.01, "bias_elongation_percent": 0.01}
 DRAPE_READ_BACK = 0.01
+# a rig's setting that the fit sets another equal to (``fit_tension``'s compression)
+TIED = {"tension_stiffness": ("tension_stiffness", "compression_stiffness")}
 # each number as the progress names it: (words, unit)
 NUMBER_TEXT = {
     "bending_length_mm": ("bending length", " mm"),
