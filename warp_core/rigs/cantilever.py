@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,7 @@ __all__ = [
     "run_cantilever",
     "scaled_statics",
     "settle_reading",
+    "settle_windows",
     "strip_centreline",
 ]
 
@@ -183,6 +185,34 @@ def strip_centreline(positions: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return np.asarray(positions, dtype=np.float64)[:, grid].mean(axis=1)
 
 
+def settle_windows(
+    next_window: Callable[[int], np.ndarray],
+    window: int,
+    frame_limit: int,
+    measure: Callable[[np.ndarray], Any],
+    change: Callable[[Any, Any], float],
+    tolerance: float,
+    hopeless: Callable[[Any], bool] = lambda value: False,
+) -> tuple[np.ndarray, Any, float, bool, int]:
+    """The loop of every rig's window rule, whichever solver runs the cloth: windows of
+    ``window`` frames (``next_window(n)``: the cloth run on by ``n`` frames, its data over
+    them) are run until ``change(value, previous)`` (``previous`` None after the first) of
+    the ``measure`` of a window's data is within ``tolerance`` (absolute), another window
+    would pass ``frame_limit``, or the value is ``hopeless``. The last window's (data,
+    value, change, settled, frames simulated)."""
+    previous = None
+    frames = 0
+    while True:
+        data = np.asarray(next_window(window), dtype=np.float64)
+        frames += window
+        value = measure(data)
+        drift = change(value, previous)
+        settled = bool(abs(drift) < tolerance)
+        if settled or frames + window > frame_limit or hopeless(value):
+            return data, value, drift, settled, frames
+        previous = value
+
+
 def settle_reading(next_window: Callable[[int], np.ndarray], rig: CantileverRig) -> CantileverReading:
     """The window rule every run of the rig reads by, whichever solver hangs the strip.
 
@@ -194,23 +224,21 @@ def settle_reading(next_window: Callable[[int], np.ndarray], rig: CantileverRig)
     window = rig.window_frames
     if window < 2 or rig.frame_limit < window:
         raise ValueError("a window of >= 2 frames and a frame limit of at least one window are needed")
-    previous = None
-    frames = 0
-    while True:
-        centre = np.asarray(next_window(window), dtype=np.float64)
+
+    def mean_tip(centre: np.ndarray) -> np.ndarray:
         if centre.ndim != 3 or len(centre) != window:
             raise ValueError(
                 f"a window of {window} frames of (columns, 3) centrelines is needed, got {centre.shape}"
             )
-        frames += window
-        tip = centre[:, -1]
-        mean_tip = tip.mean(axis=0)
-        drift = math.inf if previous is None else float(np.linalg.norm(mean_tip - previous)) / window
-        settled = drift < rig.settle_m_per_frame
-        if settled or frames + window > rig.frame_limit:
-            break
-        previous = mean_tip
-    motion = float(np.linalg.norm(np.diff(tip, axis=0), axis=1).max())
+        return centre[:, -1].mean(axis=0)
+
+    def per_frame(tip: np.ndarray, previous: np.ndarray | None) -> float:
+        return math.inf if previous is None else float(np.linalg.norm(tip - previous)) / window
+
+    centre, _, drift, settled, frames = settle_windows(
+        next_window, window, rig.frame_limit, mean_tip, per_frame, rig.settle_m_per_frame
+    )
+    motion = float(np.linalg.norm(np.diff(centre[:, -1], axis=0), axis=1).max())
     angle = tip_angle(centre.mean(axis=0), np.zeros(3))
     return CantileverReading(
         overhang_m=rig.overhang_m,

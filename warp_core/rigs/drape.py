@@ -24,8 +24,8 @@ import numpy as np
 
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
-from .cantilever import model_windows, scaled_statics
-from .readings import drape_reading
+from .cantilever import model_windows, scaled_statics, settle_windows
+from .readings import DrapeReading, drape_reading
 
 __all__ = [
     "DrapeRig",
@@ -246,26 +246,25 @@ def drape_settle(
     window = rig.window_frames
     if window < 2 or rig.frame_limit < 2 * window:
         raise ValueError("a window of >= 2 frames and a frame limit of at least two windows are needed")
-    previous = math.nan
-    frames = 0
-    while True:
-        positions = np.asarray(next_window(window), dtype=np.float64)
+
+    def read(positions: np.ndarray) -> DrapeReading:
         if positions.shape != (window, mesh.vertex_count, 3):
             raise ValueError(
                 f"a window of {window} frames of ({mesh.vertex_count}, 3) positions is needed, "
                 f"got {positions.shape}"
             )
-        frames += window
         # positions, not per-frame readings, are averaged: one outline per window, and the
         # trembling is small beside the folds
-        reading = drape_reading(
+        return drape_reading(
             positions.mean(axis=0), mesh.edges, np.zeros(2), rig.support_radius_m, rig.specimen_radius_m
         )
-        drift = reading.coefficient - previous
-        settled = abs(drift) < rig.settle_coefficient
-        if settled or frames + window > rig.frame_limit:
-            break
-        previous = reading.coefficient
+
+    def moved(reading: DrapeReading, previous: DrapeReading | None) -> float:
+        return reading.coefficient - (math.nan if previous is None else previous.coefficient)
+
+    _, reading, drift, settled, frames = settle_windows(
+        next_window, window, rig.frame_limit, read, moved, rig.settle_coefficient
+    )
     return DrapeRunReading(
         coefficient=reading.coefficient,
         nodes=reading.nodes,

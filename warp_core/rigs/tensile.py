@@ -40,7 +40,7 @@ import numpy as np
 
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import ClothParams
-from .cantilever import model_windows
+from .cantilever import model_windows, settle_windows
 
 __all__ = [
     "KES_LOAD_N_PER_M",
@@ -224,19 +224,24 @@ def strip_reading(next_window: Callable[[int], np.ndarray], rig: StripRig) -> St
     window would pass ``rig.frame_limit``; the reading is the last window's mean."""
     _, bottom = strip_mesh(rig)  # for the motion
     window = rig.window_frames
-    previous = None
-    frames = 0
-    while True:
-        positions = np.asarray(next_window(window), dtype=np.float64)
+
+    def mean_elongation(positions: np.ndarray) -> float:
         if positions.ndim != 3 or len(positions) != window:
             raise ValueError(f"next_window({window}) gave {positions.shape}, not ({window}, N, 3)")
-        frames += window
-        mean = float(strip_elongation(positions, rig).mean())
-        drift = math.inf if previous is None else abs(mean - previous) / max(abs(mean), 1e-12)
-        settled = drift < rig.settle_fraction
-        if settled or frames + window > rig.frame_limit or not math.isfinite(mean):
-            break
-        previous = mean
+        return float(strip_elongation(positions, rig).mean())
+
+    def relative(mean: float, previous: float | None) -> float:
+        return math.inf if previous is None else abs(mean - previous) / max(abs(mean), 1e-12)
+
+    positions, mean, drift, settled, frames = settle_windows(
+        next_window,
+        window,
+        rig.frame_limit,
+        mean_elongation,
+        relative,
+        rig.settle_fraction,
+        hopeless=lambda mean: not math.isfinite(mean),
+    )
     motion = float(np.linalg.norm(np.diff(positions[:, bottom], axis=0), axis=2).max())
     return StripReading(mean, settled, frames, drift, motion, rig.load_n_per_m * loaded_width(rig))
 
