@@ -21,7 +21,7 @@ tape: the adjoint runs per member, on single rollouts.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,6 +198,45 @@ def rollout_batch(
     positions = x.reshape(x.shape[0], members, n, 3).transpose(1, 0, 2, 3)
     counts = result.cg_iterations.reshape(-1, members).T
     return BatchRollout(result.frames, np.ascontiguousarray(positions), np.ascontiguousarray(counts))
+
+
+def batch_windows(sim, starts: np.ndarray) -> Callable[[int], np.ndarray]:
+    """Every member of a batch started at rest from its own positions ``starts`` (B, N, 3),
+    its pins held there, at ``sim``'s settings, run on window by window: ``next_window(n)``
+    runs every member on by ``n`` frames from where the last window left it and gives the
+    positions over them, (B, n, N, 3). Member m equals ``sim.rollout`` from x0 = pin goals =
+    ``starts[m]`` run window by window, bit for bit (the rigs' repeated starts, lifted by
+    micrometres: one problem rounded differently)."""
+    why = refusal(sim)
+    if why is not None:
+        raise ValueError(f"{why} cannot run as a batch: simulate the starts one at a time")
+    starts = np.asarray(starts, dtype=np.float64)
+    n = sim.vertex_count
+    if starts.ndim != 3 or starts.shape[1:] != (n, 3) or len(starts) < 1:
+        raise ValueError(f"starts must be (members, {n}, 3), got {starts.shape}")
+    if not np.isfinite(starts).all():
+        raise ValueError("the starts contain NaN or infinite values")
+    members = len(starts)
+    batch = sim.batched(members)
+    batch.settings = sim.settings
+    batch.cg_tolerance = sim.cg_tolerance
+    batch.graphs_enabled = sim.graphs_enabled
+    row = sim.settings.with_parameters({})[1]
+    batch.params.assign(np.asarray([row] * members, dtype=sim.np_float).ravel())
+    _paint_members(sim, batch, members, None)
+    held = starts.reshape(members * n, 3)
+    state = {"x": wp.array(held.astype(sim.np_float), dtype=sim.vec3, device=sim.device), "v": None}
+
+    def next_window(count: int) -> np.ndarray:
+        goals = np.broadcast_to(held, (count + 1, members * n, 3))
+        rollout = batch.rollout(
+            batch.start_frame + count, None, goals, x0=state["x"], v0=state["v"], keep_states=True
+        )
+        state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
+        x = rollout.numpy()[1:]
+        return np.ascontiguousarray(x.reshape(count, members, n, 3).transpose(1, 0, 2, 3))
+
+    return next_window
 
 
 def _paint_members(sim, batch, members: int, maps: Sequence[Mapping[str, np.ndarray]] | None) -> None:

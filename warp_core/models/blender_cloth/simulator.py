@@ -19,7 +19,7 @@ from ...mesh import ClothMesh, max_edge_stretch
 from ...tape import suspended_tape
 from .adjoint import BackwardWorkspace, record_rollout_backward
 from .arrays import ClothArrays
-from .batch import batch_arrays, batch_width, rollout_batch
+from .batch import batch_arrays, batch_width, batch_windows, rollout_batch
 from .buffers import SubstepBuffers
 from .graphs import SubstepGraphs
 from .maps import checked_kinds, paint, vertex_gradients
@@ -332,9 +332,11 @@ class ClothSimulator:
 
     # forward batches of parameter sets (batch.py): ``rollout_batch(param_sets, frame_end,
     # output_frames, goals, frozen)`` -> positions (B, frames, N, 3), each member its single
-    # rollout bit for bit; ``batch_width(rollouts)`` members per batch (0: not batchable)
+    # rollout bit for bit; ``batch_width(rollouts)`` members per batch (0: not batchable);
+    # ``batch_windows(starts)`` members from their own starts, run on window by window
     rollout_batch = rollout_batch
     batch_width = batch_width
+    batch_windows = batch_windows
 
     def batched(self, members: int) -> ClothSimulator:
         """The simulator ``rollout_batch`` runs: ``members`` copies of this mesh one after
