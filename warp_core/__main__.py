@@ -166,8 +166,8 @@ def cmd_fabric(args: argparse.Namespace) -> int:
     atomic_write_text(args.out, json.dumps(preset, indent=2, ensure_ascii=False) + "\n")
     for r in result.rigs:
         print(
-            f"{r.rig}: {r.outcome}; {r.number} {r.requested:g} requested, the rig reads {r.reading:.4g} "
-            f"({r.setting or 'read only'}, {r.runs} runs, {r.seconds:.1f} s)"
+            f"{r.rig}: {r.outcome}; {r.number} {r.requested:g} requested, the rig reads {r.reading:.4g}"
+            f"{r.spread_text} ({r.setting or 'read only'}, {r.runs} runs, {r.seconds:.1f} s)"
         )
     values = ", ".join(f"{name} {getattr(result.settings, name):.6g}" for name in result.fitted)
     print(f"{result.outcome}: {values} on {args.edge_mm:g} mm edges, {result.seconds:.1f} s")

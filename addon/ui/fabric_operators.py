@@ -191,7 +191,9 @@ def _rig_line(row: dict[str, Any]) -> str:
     unit = NUMBER_UNITS.get(row["number"], "")
     label = NUMBER_LABELS.get(row["number"], row["number"])
     reading, requested = f"{row['reading']:.4g}{unit}", f"{row['requested']:g}{unit}"
-    return f"{row['rig']} reads {reading} for {label} {requested} ({row['outcome']})"
+    # the drape's starts (a mean of several): how far one scene's drape may lie from it
+    starts = f", single drapes {row['spread']:.2f} apart" if row.get("spread", 0.0) > 0.0 else ""
+    return f"{row['rig']} reads {reading} for {label} {requested} ({row['outcome']}{starts})"
 
 
 def finish(op: bpy.types.Operator, context: bpy.types.Context, run: FabricRun) -> set[str]:
@@ -215,7 +217,8 @@ def finish(op: bpy.types.Operator, context: bpy.types.Context, run: FabricRun) -
     values = result.cloth_values()
     set_modifier_values(mod, values)
     rows = [
-        {k: getattr(r, k) for k in ("rig", "number", "requested", "reading", "outcome")} for r in result.rigs
+        {k: getattr(r, k) for k in ("rig", "number", "requested", "reading", "outcome", "spread")}
+        for r in result.rigs
     ]
     record = {
         "edge_mm": result.edge_m * 1e3,

@@ -34,7 +34,9 @@ import pytest
 from blender_ref import ClothParams, export_from_blender
 from fabric_rigs import PIN_GROUP, DrapeRig, drape_object, rigs, run_blender_drape
 
-RIG = DrapeRig(edge_m=0.015)
+# one start: the two solvers' single drapes of the same problem (the rig's mean of lifted
+# starts is the same rule over several of them)
+RIG = DrapeRig(edge_m=0.015, lifts_m=(0.0,))
 ACCEPTANCE = 0.03  # on the drape coefficient
 
 

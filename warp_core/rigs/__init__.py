@@ -12,6 +12,7 @@ from .cantilever import (
 from .drape import (
     DrapeRig,
     DrapeRunReading,
+    drape_mean,
     drape_scale,
     drape_settings,
     drape_settle,
@@ -49,6 +50,7 @@ __all__ = [
     "StripRig",
     "bending_length",
     "cantilever_strip",
+    "drape_mean",
     "drape_reading",
     "drape_scale",
     "drape_settings",

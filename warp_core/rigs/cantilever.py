@@ -51,6 +51,7 @@ __all__ = [
     "CantileverReading",
     "CantileverRig",
     "cantilever_strip",
+    "lifted_windows",
     "model_windows",
     "rig_settings",
     "run_cantilever",
@@ -267,6 +268,45 @@ def model_windows(
         return rollout.numpy()[1:]
 
     return next_window
+
+
+def lifted_windows(
+    mesh: ClothMesh,
+    settings: ClothParams,
+    lifts_m: tuple[float, ...],
+    device: str = "cpu",
+    precision: str = "float64",
+) -> list[Callable[[int], np.ndarray]]:
+    """A rig's cloth started from each of ``lifts_m`` (the mesh and its pins lifted along z
+    by so many metres: the same problem, rounded differently) in this project's model, run
+    as one batch: one ``next_window`` per start as :func:`model_windows` gives, its positions
+    lowered by its lift. The batch runs on while any start asks for another window; the
+    windows a start has not read yet are kept for it, so each reads what its own run would,
+    bit for bit, however far the others go."""
+    lifts = np.asarray(lifts_m, dtype=np.float64)
+    if lifts.ndim != 1 or len(lifts) < 1 or not np.isfinite(lifts).all():
+        raise ValueError(f"lifts_m must be one or more finite lifts in metres, got {lifts_m!r}")
+    sim = get_model("blender_cloth").build(mesh, settings, device, precision)
+    up = np.array([0.0, 0.0, 1.0])
+    batch = sim.batch_windows(mesh.vertices[None] + lifts[:, None, None] * up)
+    unread: list[list[np.ndarray]] = [[] for _ in lifts]
+
+    def start(m: int) -> Callable[[int], np.ndarray]:
+        def next_window(count: int) -> np.ndarray:
+            if not unread[m]:
+                block = batch(count)
+                for k, queue in enumerate(unread):
+                    queue.append(block[k])
+            window = unread[m].pop(0)
+            if len(window) != count:
+                raise ValueError(
+                    f"every start must ask for windows of one length, got {count} and {len(window)}"
+                )
+            return window - lifts[m] * up
+
+        return next_window
+
+    return [start(m) for m in range(len(lifts))]
 
 
 def run_cantilever(

@@ -22,11 +22,12 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import IN_PLANE_CEILING
 from .drape import DrapeRig, drape_scale, run_drape
+from .drape_search import DRAPE_READ_BACK, drape_search
 from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
 from .tensile import StripReading, StripRig, fit_shear, fit_tension, run_strip
 
@@ -51,6 +52,19 @@ class RigResult:
     outcome: str
     runs: int
     seconds: float
+    # each start's reading at the fitted settings where the rig has several (the drape's,
+    # whose ``reading`` is their mean: ``DrapeRig.lifts_m``); () for the strips
+    starts: tuple[float, ...] = ()
+
+    @property
+    def spread(self) -> float:
+        """How far the rig's starts read apart (0 for one start)."""
+        return max(self.starts) - min(self.starts) if self.starts else 0.0
+
+    @property
+    def spread_text(self) -> str:
+        """The spread in a report's words ("" where the rig has one start)."""
+        return f" (the mean of starts {self.spread:.2f} apart)" if self.spread > 0.0 else ""
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,6 @@ class FabricFitCancelled(Exception):
 # a rig's reading at the final settings within this of the lab's number counts as read back
 # (relative; the drape coefficient's absolute): each rig's own fit stops within it
 READ_BACK = {"bending_length_mm": 0.01, "elongation_percent": 0.01, "bias_elongation_percent": 0.01}
-DRAPE_READ_BACK = 0.01
 # a rig's setting that the fit sets another equal to (``fit_tension``'s compression)
 TIED = {"tension_stiffness": ("tension_stiffness", "compression_stiffness")}
 # each number as the progress names it: (words, unit)
@@ -112,11 +125,6 @@ NUMBER_TEXT = {
 ROUNDS, SETTLED, DRAPE_SETTLED = 4, 0.003, 0.03
 # the order the rigs are fitted in within a round
 FIT_ORDER = ("bias_elongation_percent", "elongation_percent", "bending_length_mm", "drape_coefficient")
-# the drape coefficient's fit: secant steps in log(setting) against the coefficient, from the
-# rig's first reading; a setting that moves it by less than this over a doubling is spent
-DRAPE_SLOPE_FLOOR = 0.005
-DRAPE_MAX_RUNS = 8
-DRAPE_STEP_LIMIT = math.log(8.0)  # no step past 8 times the setting: the law is not known far out
 
 
 @dataclass
@@ -126,12 +134,16 @@ class _Rig:
     name: str
     number: str
     setting: str
-    read: Callable[[ClothParams], tuple[float, bool]]  # settings -> (reading, settled)
+    read: Callable[[ClothParams], tuple[float, bool, tuple]]  # settings -> (reading, settled, starts)
     strip: StripRig | None = None  # the tensile and bias rigs' strip
     drape: DrapeRig | None = None  # the drape rig's
-    # the settings of its fit's best run and that run's (reading, settled): read again only
-    # where a later rig changed them
-    known: tuple[ClothParams, float, bool] | None = None
+    # the settings of its fit's best run and that run's (reading, settled, starts): read
+    # again only where a later rig changed them
+    known: tuple[ClothParams, float, bool, tuple] | None = None
+    # the drape's runs so far, (setting, reading, settled, starts), and the other settings
+    # they ran at: a later round whose other settings did not move goes on from them
+    tried: list[tuple[float, float, bool, tuple]] = field(default_factory=list)
+    tried_at: ClothParams | None = None
     outcome: str = "stalled"
     runs: int = 0
     seconds: float = 0.0
@@ -191,7 +203,7 @@ def fit_fabric(
             return fit.settings
         if rig.number == "bending_length_mm":
             fit = fit_bending(numbers, edge_m, at, device, precision)
-            reading = (fit.settings, fit.reading.bending_length_m * 1e3, fit.reading.settled)
+            reading = (fit.settings, fit.reading.bending_length_m * 1e3, fit.reading.settled, ())
             account(rig, fit.outcome, fit.runs, fit.seconds, reading)
             return fit.settings
         return _fit_drape(numbers.drape_coefficient, at, rig, account)
@@ -217,11 +229,11 @@ def fit_fabric(
     results = []
     for rig in rigs.values():
         if rig.known is not None and rig.known[0] == settings:
-            _, reading, settled = rig.known
+            _, reading, settled, starts = rig.known
         else:
             begin(rig)
             t0 = time.perf_counter()
-            reading, settled = rig.read(settings)
+            reading, settled, starts = rig.read(settings)
             account(rig, rig.outcome, 1, time.perf_counter() - t0)
         requested = float(getattr(numbers, rig.number))
         off = (
@@ -235,7 +247,9 @@ def fit_fabric(
         elif not rig.setting:
             outcome = "matched" if settled else "unsettled"
         results.append(
-            RigResult(rig.name, rig.number, rig.setting, requested, reading, outcome, rig.runs, rig.seconds)
+            RigResult(
+                rig.name, rig.number, rig.setting, requested, reading, outcome, rig.runs, rig.seconds, starts
+            )
         )
     outcome = next(o for o in OUTCOME_ORDER if o == "matched" or any(r.outcome == o for r in results))
     return FabricResult(
@@ -264,9 +278,9 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
     if numbers.bending_length_mm is not None:
         cantilever = fabric_rig(edge_m, numbers.bending_length_mm * 1e-3)
 
-        def read_cantilever(s: ClothParams) -> tuple[float, bool]:
+        def read_cantilever(s: ClothParams) -> tuple[float, bool, tuple]:
             reading = read_bending_length(s, cantilever, *run)
-            return reading.bending_length_m * 1e3, reading.settled
+            return reading.bending_length_m * 1e3, reading.settled, ()
 
         rigs["bending_length_mm"] = _Rig(
             "cantilever", "bending_length_mm", "bending_stiffness", read_cantilever
@@ -274,9 +288,9 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
     if numbers.drape_coefficient is not None:
         drape = DrapeRig(edge_m=edge_m)
 
-        def read_drape(s: ClothParams) -> tuple[float, bool]:
+        def read_drape(s: ClothParams) -> tuple[float, bool, tuple]:
             reading = run_drape(s, drape, *run)
-            return reading.coefficient, reading.settled
+            return reading.coefficient, reading.settled, reading.coefficients
 
         if numbers.bending_length_mm is None:
             setting = "bending_stiffness"
@@ -288,19 +302,18 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
     return rigs
 
 
-def _strip_read(strip: StripRig, run: tuple[str, str], settings: ClothParams) -> tuple[float, bool]:
+def _strip_read(strip: StripRig, run: tuple[str, str], settings: ClothParams) -> tuple[float, bool, tuple]:
     return _strip_values(run_strip(settings, strip, *run))
 
 
-def _strip_values(reading: StripReading) -> tuple[float, bool]:
-    return reading.elongation_percent, reading.settled
+def _strip_values(reading: StripReading) -> tuple[float, bool, tuple]:
+    return reading.elongation_percent, reading.settled, ()
 
 
 def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callable[..., None]) -> ClothParams:
     """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
-    reads the drape coefficient ``target``: secant steps in log(setting), each no more than 8
-    times the last; ``unreachable`` where the setting stops moving the reading or reaches
-    Blender's bounds short of it."""
+    reads the drape coefficient ``target`` (:func:`~.drape_search.drape_search`), going on
+    from an earlier round's runs where the other settings did not move since."""
     t0 = time.perf_counter()
     low, high = PARAMETER_BOUNDS[rig.setting]
     floor = max(low, 1e-6)
@@ -313,36 +326,14 @@ def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callabl
         # the rig raises a soft in-plane stiffness with the weight only up to Blender's
         # default, so above default / scale the drape does not see it: start where it does
         value = min(value, IN_PLANE_CEILING[rig.setting] / drape_scale(settings, rig.drape))
-    history: list[tuple[float, float, bool]] = []
-    outcome = "stalled"
-    for _ in range(DRAPE_MAX_RUNS):
-        reading, settled = rig.read(at(value))
-        history.append((value, reading, settled))
-        if abs(reading - target) <= 0.5 * DRAPE_READ_BACK:
-            outcome = "matched" if settled else "unsettled"
-            break
-        if len(history) < 2:
-            # the first step: stiffer drapes read higher, try 2x or 1/2 and measure the slope
-            step = math.log(2.0) * (1.0 if target > reading else -1.0)
-        else:
-            (v0, r0, _), (v1, r1, _) = history[-2], history[-1]
-            slope = (r1 - r0) / math.log(v1 / v0) if v1 != v0 else 0.0
-            span = abs(math.log(v1 / v0))
-            if abs(slope) * math.log(2.0) < DRAPE_SLOPE_FLOOR and span >= 0.5 * math.log(2.0):
-                outcome = "unreachable"  # the setting no longer moves the drape
-                break
-            step = (target - r1) / slope if slope > 0.0 else math.log(2.0) * (1.0 if target > r1 else -1.0)
-            step = max(-DRAPE_STEP_LIMIT, min(DRAPE_STEP_LIMIT, step))
-        proposal = value * math.exp(step)
-        clamped = min(max(proposal, floor), high)
-        if clamped == value:
-            outcome = "unreachable"  # at Blender's bound (or the search's floor) and still short
-            break
-        value = clamped
-    best_value, best, settled = min(history, key=lambda h: abs(h[1] - target) + (0.0 if h[2] else 10.0))
-    if outcome == "stalled" and abs(best - target) <= DRAPE_READ_BACK:
-        outcome = "matched" if settled else "unsettled"
-    account(rig, outcome, len(history), time.perf_counter() - t0, (at(best_value), best, settled))
+    others = at(0.0)
+    if rig.tried_at != others:
+        rig.tried, rig.tried_at = [], others
+    search = drape_search(target, lambda v: rig.read(at(v)), value, (floor, high), rig.tried)
+    best_value, best, settled, starts = search.best
+    account(
+        rig, search.outcome, search.runs, time.perf_counter() - t0, (at(best_value), best, settled, starts)
+    )
     return at(best_value)
 
 
@@ -364,7 +355,7 @@ def fabric_preset(result: FabricResult, name: str | None = None, source: str | N
         f"{result.edge_m * 1e3:g} mm edges: {result.outcome}."
     ]
     lines += [
-        f"{r.rig}: {r.number} {r.requested:g}, the rig reads {r.reading:.4g} ({r.outcome})"
+        f"{r.rig}: {r.number} {r.requested:g}, the rig reads {r.reading:.4g}{r.spread_text} ({r.outcome})"
         for r in result.rigs
     ]
     label = ", ".join(f"{n} {getattr(numbers, n):g}" for n in numbers.measured)

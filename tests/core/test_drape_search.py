@@ -1,0 +1,105 @@
+"""The drape coefficient's setting search (``warp_core.rigs.drape_search``) on readings whose
+answer is known: a drape law of the rig's shape (rising from about 0.2 to 1 over three
+decades of the setting, as the drape rig's bending does on 15 mm edges), with and without
+the noise the rig's mean of starts shows (up to a hundredth), a law that levels off short of
+the number, and runs a later round reuses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from warp_core.rigs.drape_search import DRAPE_AIM, DRAPE_MAX_RUNS, DRAPE_READ_BACK, drape_search
+
+BOUNDS = (1e-6, 10000.0)
+
+
+def law(setting: float) -> float:
+    """0.2 at the limp end, 0.6 at 1e-3, then up to 1 (a smooth step in log(setting)), and
+    above 0.01 on by 0.02 a factor e, as the stiff specimen stretches a little further."""
+    step = 0.2 + 0.8 / (1.0 + math.exp(-1.2 * math.log(setting / 1e-3)))
+    return step + 0.02 * max(0.0, math.log(setting / 0.01))
+
+
+def noisy(setting: float) -> float:
+    """The law with a fixed wobble of up to +-0.009 that changes sign every few percent of
+    the setting, largest where the folds form (mid-way) and gone where the specimen lies
+    flat or hangs limp, as the rig's starts spread."""
+    folding = min(1.0, 4.0 * (law(setting) - 0.2) * (1.0 - (law(setting) - 0.2) / 0.8) / 0.8)
+    return law(setting) + 0.009 * folding * math.sin(57.0 * math.log(setting))
+
+
+def reader(function, calls: list[float], settled: bool = True):
+    def read(setting: float) -> tuple[float, bool, tuple]:
+        calls.append(setting)
+        value = function(setting)
+        return value, settled, (value - 0.01, value + 0.01)
+
+    return read
+
+
+@pytest.mark.parametrize("function", [law, noisy], ids=["smooth", "noisy"])
+@pytest.mark.parametrize("target", [0.3, 0.5, 0.9])
+def test_the_search_reaches_the_number_from_the_default_bending(function, target: float) -> None:
+    calls: list[float] = []
+    history: list = []
+    search = drape_search(target, reader(function, calls), 0.5, BOUNDS, history)
+    assert search.outcome == "matched", (search, history)
+    value, reading, settled, starts = search.best
+    assert abs(reading - target) <= DRAPE_AIM
+    assert reading == function(value) and settled and starts == (reading - 0.01, reading + 0.01)
+    assert search.runs == len(calls) == len(history) <= DRAPE_MAX_RUNS
+    # the answer is where the law reads the number, within what the noise allows
+    exact = 1e-3 * math.exp(-math.log(0.8 / (target - 0.2) - 1.0) / 1.2)
+    slope = 1.2 * (target - 0.2) * (1.0 - (target - 0.2) / 0.8)  # d reading / d log(setting)
+    assert abs(math.log(value / exact)) <= (DRAPE_AIM + 0.01) / slope
+
+
+def test_a_later_round_reuses_the_runs_it_has() -> None:
+    """The same search again from its answer, the other settings unchanged: no new run."""
+    calls: list[float] = []
+    history: list = []
+    first = drape_search(0.5, reader(noisy, calls), 0.5, BOUNDS, history)
+    again = drape_search(0.5, reader(noisy, calls), first.best[0], BOUNDS, history)
+    assert (again.outcome, again.runs, again.best) == ("matched", 0, first.best)
+    assert len(calls) == first.runs
+
+
+def test_a_number_the_setting_cannot_reach_is_unreachable_with_the_nearest_reading() -> None:
+    """A stiff fabric's drape that no softer setting brings below about 0.96 (canvas-like
+    numbers on 10 mm edges), and a number above what the stiffest setting reads."""
+
+    def levels_off(setting: float) -> float:
+        return 0.96 + 0.03 * law(setting)
+
+    calls: list[float] = []
+    search = drape_search(0.85, reader(levels_off, calls), 0.5, BOUNDS, [])
+    assert search.outcome == "unreachable", search
+    assert search.best[1] == min(levels_off(v) for v in calls)
+    search = drape_search(1.2, reader(law, []), 0.5, (1e-6, 2.0), [])
+    assert search.outcome == "unreachable" and search.best[0] == 2.0
+
+
+def test_runs_that_do_not_settle_are_called_so_and_the_runs_are_bounded() -> None:
+    search = drape_search(0.5, reader(law, [], settled=False), 0.5, BOUNDS, [])
+    assert search.outcome == "unsettled" and abs(search.best[1] - 0.5) <= DRAPE_READ_BACK
+    calls: list[float] = []
+    search = drape_search(0.5, reader(law, calls), 0.5, BOUNDS, [], max_runs=2)
+    assert search.outcome == "stalled" and search.runs == len(calls) == 2
+
+
+def test_readings_that_jump_in_steps_are_bracketed_not_chased() -> None:
+    """The folds change in steps: a law that reads in steps of 0.015 (a fold more or less)
+    gives two nearby settings the same reading, a secant through them no slope; between
+    readings on either side of the number the search still closes in (from a start near
+    the fabric's range: from Blender's default 0.5 the steps down take most of the runs)."""
+
+    def steps(setting: float) -> float:
+        return round(law(setting) / 0.015) * 0.015
+
+    for target in (0.3, 0.507, 0.62, 0.9):
+        calls: list[float] = []
+        search = drape_search(target, reader(steps, calls), 0.01, BOUNDS, [])
+        assert search.outcome == "matched", (target, search, calls)
+        assert abs(search.best[1] - target) <= DRAPE_AIM and search.runs <= DRAPE_MAX_RUNS
