@@ -20,6 +20,9 @@ from warp_core.presets import load_preset_file
 from warp_core.rigs import (
     FabricFitCancelled,
     FabricNumbers,
+    FabricResult,
+    RigResult,
+    fabric_preset,
     fabric_rig,
     fit_bending,
     fit_fabric,
@@ -171,3 +174,36 @@ def test_a_bending_length_too_short_for_the_mesh_is_called_coarse() -> None:
     assert fit.outcome == "coarse", (fit.outcome, fit.reading)
     assert fit.reading.tip_angle_deg > 70.0
     assert abs(fit.error) <= 0.01
+
+
+def test_a_drapes_mean_of_starts_and_their_spread_reach_the_preset() -> None:
+    """The drape rig reads the mean of its lifted starts: a preset's notes and provenance
+    give that mean and how far the starts lay apart; a strip, one start, gives none."""
+    numbers = FabricNumbers(80.0, drape_coefficient=0.3, elongation_percent=4.0)
+    settings = ClothParams(quality=10, mass=vertex_mass(80.0, 0.015), bending_stiffness=3e-4)
+    rigs = (
+        RigResult("tensile", "elongation_percent", "tension_stiffness", 4.0, 3.9994, "matched", 9, 2.6),
+        RigResult(
+            "drape",
+            "drape_coefficient",
+            "bending_stiffness",
+            0.3,
+            0.2921,
+            "matched",
+            10,
+            240.0,
+            (0.296, 0.289, 0.298, 0.285),
+        ),
+    )
+    assert (rigs[0].spread, rigs[0].spread_text) == (0.0, "")
+    assert rigs[1].spread == pytest.approx(0.013)
+    result = FabricResult(numbers, 0.015, settings, rigs, "matched", 242.6, "cpu")
+    preset = fabric_preset(result)
+    assert (
+        "drape: drape_coefficient 0.3, the rig reads 0.2921 (the mean of starts 0.01 apart) (matched)"
+        in (preset["notes"])
+    )
+    readings = preset["provenance"]["rig_readings"]
+    assert readings["drape: drape_coefficient"] == 0.2921
+    assert readings["drape: drape_coefficient spread"] == pytest.approx(0.013)
+    assert "tensile: elongation_percent spread" not in readings

@@ -276,19 +276,31 @@ def lifted_windows(
     lifts_m: tuple[float, ...],
     device: str = "cpu",
     precision: str = "float64",
+    together: bool = True,
 ) -> list[Callable[[int], np.ndarray]]:
     """A rig's cloth started from each of ``lifts_m`` (the mesh and its pins lifted along z
-    by so many metres: the same problem, rounded differently) in this project's model, run
-    as one batch: one ``next_window`` per start as :func:`model_windows` gives, its positions
-    lowered by its lift. The batch runs on while any start asks for another window; the
-    windows a start has not read yet are kept for it, so each reads what its own run would,
-    bit for bit, however far the others go."""
+    by so many metres: the same problem, rounded differently) in this project's model: one
+    ``next_window`` per start as :func:`model_windows` gives, its positions lowered by its
+    lift, each reading what its own run would, bit for bit.
+
+    ``together``: the starts run as one batch (launches shared: what a GPU wants), which
+    runs on while any start asks for another window and keeps the windows a start has
+    not read yet for it; call them one after the other. Otherwise each start is a simulator
+    of its own, and they may run side by side in threads (on a CPU a batch runs its members
+    one after the other anyway, and Warp's CPU kernels run without Python's lock)."""
     lifts = np.asarray(lifts_m, dtype=np.float64)
     if lifts.ndim != 1 or len(lifts) < 1 or not np.isfinite(lifts).all():
         raise ValueError(f"lifts_m must be one or more finite lifts in metres, got {lifts_m!r}")
-    sim = get_model("blender_cloth").build(mesh, settings, device, precision)
     up = np.array([0.0, 0.0, 1.0])
-    batch = sim.batch_windows(mesh.vertices[None] + lifts[:, None, None] * up)
+
+    def batch_of(starts: np.ndarray) -> Callable[[int], np.ndarray]:
+        sim = get_model("blender_cloth").build(mesh, settings, device, precision)
+        return sim.batch_windows(mesh.vertices[None] + starts[:, None, None] * up)
+
+    if not together:
+        runs = [batch_of(lifts[m : m + 1]) for m in range(len(lifts))]
+        return [lambda count, m=m: runs[m](count)[0] - lifts[m] * up for m in range(len(lifts))]
+    batch = batch_of(lifts)
     unread: list[list[np.ndarray]] = [[] for _ in lifts]
 
     def start(m: int) -> Callable[[int], np.ndarray]:
@@ -299,9 +311,7 @@ def lifted_windows(
                     queue.append(block[k])
             window = unread[m].pop(0)
             if len(window) != count:
-                raise ValueError(
-                    f"every start must ask for windows of one length, got {count} and {len(window)}"
-                )
+                raise ValueError(f"every start must ask for windows of one length: {count} and {len(window)}")
             return window - lifts[m] * up
 
         return next_window

@@ -350,6 +350,8 @@ def fabric_preset(result: FabricResult, name: str | None = None, source: str | N
     if numbers.elongation_percent is not None or numbers.bias_elongation_percent is not None:
         lab["load_n_per_m"] = numbers.load_n_per_m
     readings = {f"{r.rig}: {r.number}": r.reading for r in result.rigs if math.isfinite(r.reading)}
+    # the drape's reading is a mean of starts: how far they lay apart
+    readings |= {f"{r.rig}: {r.number} spread": r.spread for r in result.rigs if len(r.starts) > 1}
     lines = [
         f"Fitted from fabric lab numbers with virtual test rigs in Blender's cloth model, for a mesh of "
         f"{result.edge_m * 1e3:g} mm edges: {result.outcome}."
