@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from ..capture import side_by_side
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import lifted_windows, scaled_statics, settle_windows
@@ -342,5 +343,18 @@ def run_drape(
 
     if not apart:
         return drape_mean([settle(next_window) for next_window in starts])
+    # Warp's CPU graph capture is process-wide (``capture``): each start records its graphs
+    # in its first window, alone; the windows after it replay them side by side
+    first = [next_window(rig.window_frames) for next_window in starts]
+
+    def settle_beside(m: int) -> DrapeRunReading:
+        ran = [first[m]]
+
+        def next_window(count: int) -> np.ndarray:
+            return ran.pop() if ran and len(ran[0]) == count else starts[m](count)
+
+        with side_by_side():
+            return settle(next_window)
+
     with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
-        return drape_mean(list(pool.map(settle, starts)))
+        return drape_mean(list(pool.map(settle_beside, range(len(starts)))))
