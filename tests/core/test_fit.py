@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
-from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit
+from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit, limit_cpu_threads
+from warp_core.fit.objective.tangents import cpu_cores
 from warp_core.fit.problem.files import load_problem, save_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -334,3 +336,18 @@ def test_global_phase_start_points_side_by_side_equal_one_after_another(monkeypa
     assert one.params == two.params and one.rmse == two.rmse
     assert one.loss_history == two.loss_history and one.n_forward == two.n_forward
     assert one.outcome == two.outcome == "misfit"
+
+
+def test_the_cores_simulations_share_follow_the_thread_limit() -> None:
+    """What the Jacobians' simulators and the drape rig's starts run side by side on: the
+    cores this process may use, no more than a farm task's ``--threads``."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        assert cpu_cores() == allowed
+        limit_cpu_threads(1)
+        assert cpu_cores() == 1
+        limit_cpu_threads(allowed + 5)
+        assert cpu_cores() == allowed
+    finally:
+        limit_cpu_threads(None)
+    assert cpu_cores() == allowed

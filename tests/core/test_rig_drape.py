@@ -216,7 +216,7 @@ def test_the_mean_of_starts_keeps_each_start_and_their_spread() -> None:
 def test_a_drape_near_a_change_of_folds_reads_the_mean_of_its_lifted_starts() -> None:
     """A crepe-like fabric (80 g/m^2, 4 % at 500 gf/cm) at the bending the fabric fit found
     for a drape coefficient of 0.3 on 15 mm edges from one start: its four starts (lifted 0,
-    1, 2 and 5 micrometres) read 0.299, 0.325, 0.338 and 0.312 (8 folds each; 31 s on this
+    1, 2 and 5 micrometres) read 0.299, 0.325, 0.338 and 0.312 (8 folds each; 17 s on this
     CPU), where Blender's own cloth read 0.344, 0.340, 0.389 and 0.342. The one start alone
     had matched 0.3; the rig's reading is now their mean, 0.319."""
     tension, bending = 0.07947682862754028, 0.0003568666283205422

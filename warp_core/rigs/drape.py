@@ -25,7 +25,6 @@ with their spread: an artist's scene rests like any one of them.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import numpy as np
 import warp as wp
 
 from ..capture import side_by_side
+from ..fit.objective.tangents import cpu_cores
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import lifted_windows, scaled_statics, settle_windows
@@ -356,5 +356,5 @@ def run_drape(
         with side_by_side():
             return settle(next_window)
 
-    with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(starts), cpu_cores())) as pool:
         return drape_mean(list(pool.map(settle_beside, range(len(starts)))))

@@ -55,9 +55,14 @@ def cpu_workers(sim: Any, rollouts: int) -> int:
     of :func:`limit_cpu_threads`."""
     if not str(sim.device).startswith("cpu") or not sim.parallel_rollouts:
         return 1
+    return max(1, min(rollouts, cpu_cores(), MAX_WORKERS))
+
+
+def cpu_cores() -> int:
+    """The cores this process may run simulations on side by side: those it may be scheduled
+    on, no more than :func:`limit_cpu_threads` allows."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    limit = _cpu_thread_limit[0] or cores
-    return max(1, min(rollouts, cores, limit, MAX_WORKERS))
+    return max(1, min(cores, _cpu_thread_limit[0] or cores))
 
 
 class RolloutPool:
