@@ -191,9 +191,14 @@ def _rig_line(row: dict[str, Any]) -> str:
     unit = NUMBER_UNITS.get(row["number"], "")
     label = NUMBER_LABELS.get(row["number"], row["number"])
     reading, requested = f"{row['reading']:.4g}{unit}", f"{row['requested']:g}{unit}"
-    # the drape's starts (a mean of several): how far one scene's drape may lie from it
-    starts = f", single drapes {row['spread']:.2f} apart" if row.get("spread", 0.0) > 0.0 else ""
-    return f"{row['rig']} reads {reading} for {label} {requested} ({row['outcome']}{starts})"
+    return f"{row['rig']} reads {reading} for {label} {requested} ({row['outcome']}{starts_words(row)})"
+
+
+def starts_words(row: dict[str, Any]) -> str:
+    """A rig row's spread of starts in words ("" for a rig of one start): the drape reads the
+    mean of several, and one scene's drape may lie that far from it."""
+    spread = float(row.get("spread", 0.0))
+    return f"; single drapes {spread:.2f} apart" if spread > 0.0 else ""
 
 
 def finish(op: bpy.types.Operator, context: bpy.types.Context, run: FabricRun) -> set[str]:

@@ -27,6 +27,7 @@ from .fabric_operators import (
     active_fabric_fit,
     mesh_edge_m,
     numbers_problem,
+    starts_words,
     why_not_fabric,
 )
 from .panel import fit_object, split_layout
@@ -215,7 +216,8 @@ def draw_record(layout: bpy.types.UILayout, record: dict, width: int) -> None:
         unit = NUMBER_UNITS.get(number, "")
         text = (
             f"{str(row.get('rig', '')).capitalize()}: {float(row.get('requested', 0.0)):g}{unit} "
-            f"\u2192 {_reading(float(row.get('reading', float('nan'))), number)} ({row.get('outcome', '?')})"
+            f"\u2192 {_reading(float(row.get('reading', float('nan'))), number)} "
+            f"({row.get('outcome', '?')}{starts_words(row)})"
         )
         wrapped_label(box, text, width)
     unread = ", ".join(NUMBER_LABELS.get(n, n) for n in record.get("unread") or [])

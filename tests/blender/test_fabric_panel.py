@@ -99,6 +99,13 @@ def test_fit_writes_the_cloth_settings_in_one_undo_step() -> None:
     shown = drawn_labels()
     assert "Last fit: matched on 15 mm edges" in shown
     assert f"Cantilever: 25 mm \u2192 {row['reading']:.4g} mm (matched)" in shown
+    assert row["spread"] == 0.0  # one strip, one start
+    # a drape's row reads the mean of its lifted starts and says how far they lay apart
+    drape = {"rig": "drape", "number": "drape_coefficient", "requested": 0.3, "reading": 0.2921}
+    stored = json.dumps({**record, "rigs": [row, {**drape, "outcome": "matched", "spread": 0.0129}]})
+    bpy.data.objects["Shirt"].fit_to_target_fabric.result_json = stored
+    assert "Drape: 0.3 \u2192 0.2921 (matched; single drapes 0.01 apart)" in drawn_labels()
+    bpy.data.objects["Shirt"].fit_to_target_fabric.result_json = json.dumps(record)
 
     # Ctrl+Z: the one step the fit made goes, and with it every value it wrote and its rows
     with bpy.context.temp_override(window=window):
