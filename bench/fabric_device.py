@@ -3,8 +3,10 @@ settings (10 mm quads), then the whole fit from its lab numbers (weight 150 g/m^
 length 25 mm, drape coefficient 0.65, 2.5 % along the grain and 8 % on the bias at 500 gf/cm).
 
     python bench/fabric_device.py [--device cpu|cuda:0] [--precision float64] [--out FILE.json]
+    python bench/fabric_device.py --record-from FILE.json  (record a run another machine wrote)
 
-Each rig runs once untimed first (kernel loading and graph capture), then timed.
+Each rig runs once untimed first (kernel loading and graph capture), then timed. The drape
+rig drapes its specimen from four lifted starts: one batch on a GPU, side by side on a CPU.
 """
 
 import argparse
@@ -14,9 +16,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import warp as wp  # noqa: E402
+from results import record as record_results  # noqa: E402
 
 from warp_core.models.blender_cloth.params import ClothParams  # noqa: E402
 from warp_core.rigs import (  # noqa: E402
@@ -60,7 +63,11 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="float64", choices=["float32", "float64"])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--record-from", type=Path, help="record the run a --out file holds, and stop")
     args = parser.parse_args()
+    if args.record_from is not None:
+        record(json.loads(args.record_from.read_text()))
+        return 0
     wp.config.quiet = True
     run = (args.device, args.precision)
     rigs = {
@@ -69,7 +76,8 @@ def main() -> int:
         "bias": (run_strip, StripRig(edge_m=EDGE_M, bias=True)),
         "drape": (run_drape, DrapeRig(edge_m=EDGE_M)),
     }
-    out: dict = {"device": args.device, "precision": args.precision, "rig_runs": {}}
+    command = " ".join(["python", "bench/fabric_device.py", *sys.argv[1:]])
+    out: dict = {"device": args.device, "precision": args.precision, "command": command, "rig_runs": {}}
     if args.device.startswith("cuda"):
         out["device_name"] = wp.get_device(args.device).name
     for name, (runner, rig) in rigs.items():
@@ -97,6 +105,25 @@ def main() -> int:
     if args.out:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def record(out: dict) -> None:
+    """A run's figures into ``bench/results/fabric_device.json`` and the benchmarks page."""
+    fit = out["fit"]
+    summary = {
+        "device": out["device"],
+        "precision": out["precision"],
+        "whole fit seconds": round(fit["seconds"], 1),
+        "whole fit outcome": fit["outcome"],
+    } | {f"{name} run seconds": round(r["seconds"], 2) for name, r in out["rig_runs"].items()}
+    headers = ["rig", "requested", "reading", "outcome", "runs"]
+    rows = [
+        [r["rig"], f"{r['requested']:g}", f"{r['reading']:.4g}", r["outcome"], str(r["runs"])]
+        for r in fit["rigs"]
+    ]
+    device = f"{out['device']}, {out['device_name']}" if "device_name" in out else ""
+    notes = [f"measured by: {out['command']}", f"numbers: {NUMBERS}"]
+    record_results("fabric_device", summary, (headers, rows), notes, device=device)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Cusick drape coefficient, elongation along the grain and on the bias at 500 gf/cm) on silk-like "
         "to denim-like combinations, then read back by Blender's own cloth on the same rigs built in bpy",
     ),
+    "fabric_device": Benchmark(
+        "bench/fabric_device.py",
+        "the fabric rigs and a whole fabric fit from lab numbers (weight, bending length, drape "
+        "coefficient, elongation along the grain and on the bias) on one device: each rig's run time "
+        "with its kernels loaded, and the whole fit's",
+    ),
     "self_collision_fit": Benchmark(
         "bench/self_collision_fit.py",
         "tension and bending fitted through cloth self-collision from Blender's defaults on scenes made "
