@@ -207,3 +207,24 @@ def test_a_drapes_mean_of_starts_and_their_spread_reach_the_preset() -> None:
     assert readings["drape: drape_coefficient"] == 0.2921
     assert readings["drape: drape_coefficient spread"] == pytest.approx(0.013)
     assert "tensile: elongation_percent spread" not in readings
+
+
+def test_a_drape_search_stops_between_its_runs_when_asked() -> None:
+    """A drape run takes seconds to minutes, and a search makes up to eight: the fit asks
+    whether to stop before each run, not only between rigs, and says which run it starts.
+    Here two runs end (stiff starts lying flat: a second or two each) and the fit stops
+    before the third: the third question (the first was before the rig)."""
+    heard: list[str] = []
+    asked: list[int] = []
+
+    def stop_after_two_runs() -> bool:
+        asked.append(len(asked))
+        return len(asked) > 2
+
+    numbers = FabricNumbers(150.0, drape_coefficient=0.5)
+    with pytest.raises(FabricFitCancelled):
+        fit_fabric(
+            numbers, 0.015, ClothParams(quality=5), progress=heard.append, should_stop=stop_after_two_runs
+        )
+    assert heard == ["drape: drape coefficient 0.5", "drape: drape coefficient 0.5 (run 2)"]
+    assert len(asked) == 3

@@ -182,12 +182,15 @@ def fit_fabric(
     settings = base.replace(mass=vertex_mass(numbers.weight_gsm, edge_m))
     rigs = _rigs(numbers, edge_m, device, precision)
 
-    def begin(rig: _Rig) -> None:
+    def begin(rig: _Rig, run: int = 1) -> None:
+        """Before a rig's fit or reading, and before each of the drape's runs after its
+        first (a drape run takes seconds to minutes): stop if asked, say what runs."""
         if should_stop is not None and should_stop():
             raise FabricFitCancelled("the fabric fit was cancelled")
         if progress is not None:
             name, unit = NUMBER_TEXT[rig.number]
-            progress(f"{rig.name}: {name} {getattr(numbers, rig.number):g}{unit}")
+            again = f" (run {run})" if run > 1 else ""
+            progress(f"{rig.name}: {name} {getattr(numbers, rig.number):g}{unit}{again}")
 
     def account(rig: _Rig, outcome: str, runs: int, seconds: float, known: tuple | None = None) -> None:
         rig.outcome, rig.runs, rig.seconds = outcome, rig.runs + runs, rig.seconds + seconds
@@ -206,7 +209,7 @@ def fit_fabric(
             reading = (fit.settings, fit.reading.bending_length_m * 1e3, fit.reading.settled, ())
             account(rig, fit.outcome, fit.runs, fit.seconds, reading)
             return fit.settings
-        return _fit_drape(numbers.drape_coefficient, at, rig, account)
+        return _fit_drape(numbers.drape_coefficient, at, rig, account, lambda run: begin(rig, run))
 
     # The rigs' settings move each other's readings: the shear the tensile strip's by a lot
     # (the diagonals carry a share of the pull) and the cantilever's (the rig raises a soft
@@ -310,10 +313,17 @@ def _strip_values(reading: StripReading) -> tuple[float, bool, tuple]:
     return reading.elongation_percent, reading.settled, ()
 
 
-def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callable[..., None]) -> ClothParams:
+def _fit_drape(
+    target: float,
+    settings: ClothParams,
+    rig: _Rig,
+    account: Callable[..., None],
+    before_run: Callable[[int], None],
+) -> ClothParams:
     """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
     reads the drape coefficient ``target`` (:func:`~.drape_search.drape_search`), going on
-    from an earlier round's runs where the other settings did not move since."""
+    from an earlier round's runs where the other settings did not move since;
+    ``before_run(n)`` is called before the search's n-th run from the second on."""
     t0 = time.perf_counter()
     low, high = PARAMETER_BOUNDS[rig.setting]
     floor = max(low, 1e-6)
@@ -329,7 +339,15 @@ def _fit_drape(target: float, settings: ClothParams, rig: _Rig, account: Callabl
     others = at(0.0)
     if rig.tried_at != others:
         rig.tried, rig.tried_at = [], others
-    search = drape_search(target, lambda v: rig.read(at(v)), value, (floor, high), rig.tried)
+    runs = [0]
+
+    def read(value: float) -> tuple[float, bool, tuple]:
+        runs[0] += 1
+        if runs[0] > 1:
+            before_run(runs[0])
+        return rig.read(at(value))
+
+    search = drape_search(target, read, value, (floor, high), rig.tried)
     best_value, best, settled, starts = search.best
     account(
         rig, search.outcome, search.runs, time.perf_counter() - t0, (at(best_value), best, settled, starts)
