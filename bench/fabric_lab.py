@@ -72,7 +72,8 @@ def blender_reading(rigs, strip_rigs, fabric_rigs, result, number: str) -> tuple
         rig = rigs.DrapeRig(edge_m=edge)
         starts = []
         for lift in rig.lifts_m:
-            bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
+            if starts:  # each start in a scene of its own (the first's was read above)
+                bpy.ops.wm.read_homefile(use_factory_startup=True, use_empty=True)
             starts.append(fabric_rigs.run_blender_drape(settings, rig, lift))
         r = rigs.drape_mean(starts)
         return r.coefficient, r.settled, r.coefficients

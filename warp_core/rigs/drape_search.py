@@ -48,11 +48,13 @@ def drape_search(
     bounds: tuple[float, float],
     history: list[Run],
     max_runs: int = DRAPE_MAX_RUNS,
+    before_run: Callable[[int], None] = lambda run: None,
 ) -> DrapeSearch:
     """The setting within ``bounds`` (both > 0) at which ``read(setting)`` -> (reading,
     settled, starts) gives ``target``, from ``start``. ``history`` holds earlier runs at the
     same other settings (an earlier round's): they count towards brackets and are not run
-    again; the new runs are appended to it."""
+    again; the new runs are appended to it. ``before_run(n)`` is called before the n-th new
+    run from the second on (a run takes seconds to minutes: the fit's progress and Esc)."""
     floor, high = bounds
     value = min(max(start, floor), high)
     runs, outcome = 0, "stalled"
@@ -64,6 +66,8 @@ def drape_search(
         elif runs == max_runs:
             break
         else:
+            if runs:
+                before_run(runs + 1)
             history.append((value, *read(value)))
             runs += 1
         reading, settled = history[-1][1:3]

@@ -323,7 +323,8 @@ def _fit_drape(
     """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
     reads the drape coefficient ``target`` (:func:`~.drape_search.drape_search`), going on
     from an earlier round's runs where the other settings did not move since;
-    ``before_run(n)`` is called before the search's n-th run from the second on."""
+    ``before_run(n)`` is called before the search's n-th run from the second on (stop or
+    progress)."""
     t0 = time.perf_counter()
     low, high = PARAMETER_BOUNDS[rig.setting]
     floor = max(low, 1e-6)
@@ -339,15 +340,9 @@ def _fit_drape(
     others = at(0.0)
     if rig.tried_at != others:
         rig.tried, rig.tried_at = [], others
-    runs = [0]
-
-    def read(value: float) -> tuple[float, bool, tuple]:
-        runs[0] += 1
-        if runs[0] > 1:
-            before_run(runs[0])
-        return rig.read(at(value))
-
-    search = drape_search(target, read, value, (floor, high), rig.tried)
+    search = drape_search(
+        target, lambda v: rig.read(at(v)), value, (floor, high), rig.tried, before_run=before_run
+    )
     best_value, best, settled, starts = search.best
     account(
         rig, search.outcome, search.runs, time.perf_counter() - t0, (at(best_value), best, settled, starts)
