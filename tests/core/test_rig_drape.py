@@ -196,6 +196,16 @@ def test_each_lifted_start_runs_as_its_own_drape_bit_for_bit(together: bool) -> 
             starts[0](7)
 
 
+def test_a_cloth_that_cannot_batch_drapes_from_its_starts_one_simulator_each() -> None:
+    """A dynamic mesh (like pressure or self collisions) cannot run as a batch: the starts
+    are simulators of their own then, each as it would run alone."""
+    mesh = drape_specimen(RIG)
+    settings = drape_settings(fabric(LIMP, use_dynamic_mesh=True), RIG)
+    starts = lifted_windows(mesh, settings, (0.0, 2e-6), together=True)
+    np.testing.assert_array_equal(starts[0](5), model_windows(mesh, settings)(5))
+    np.testing.assert_array_equal(starts[1](5), model_windows(mesh, settings, lift_m=2e-6)(5))
+
+
 def test_the_mean_of_starts_keeps_each_start_and_their_spread() -> None:
     def one(coefficient: float, nodes: int, settled: bool = True, frames: int = 200, drift: float = 0.001):
         return DrapeRunReading(coefficient, nodes, 0.05 + coefficient, settled, frames, drift, 1000.0)

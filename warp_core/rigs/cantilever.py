@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import warp as wp
 
 from ..mesh import ClothMesh
 from ..models import get_model
@@ -253,19 +254,28 @@ def settle_reading(next_window: Callable[[int], np.ndarray], rig: CantileverRig)
 
 
 def model_windows(
-    mesh: ClothMesh, settings: ClothParams, device: str = "cpu", precision: str = "float64"
+    mesh: ClothMesh,
+    settings: ClothParams,
+    device: str = "cpu",
+    precision: str = "float64",
+    lift_m: float = 0.0,
 ) -> Callable[[int], np.ndarray]:
     """A rig's cloth in this project's model as its window rules take it: ``next_window(n)``
     runs it on by ``n`` frames and gives the positions over them, (n, N, 3). Each window
     goes on from the last one's positions and velocities (bit for bit one long rollout), so
-    a rig can stop as soon as its cloth has settled."""
+    a rig can stop as soon as its cloth has settled. ``lift_m``: the cloth and its pins
+    start that far up along z (the positions given lowered by it again)."""
     sim = get_model("blender_cloth").build(mesh, settings, device, precision)
-    state = {"x": sim.rest_positions, "v": None}
+    up = np.array([0.0, 0.0, lift_m])
+    held = None if lift_m == 0.0 else mesh.vertices + up
+    x0 = sim.rest_positions if held is None else wp.array(held, dtype=sim.vec3, device=sim.device)
+    state = {"x": x0, "v": None}
 
     def next_window(count: int) -> np.ndarray:
-        rollout = sim.rollout(sim.start_frame + count, x0=state["x"], v0=state["v"], keep_states=True)
+        goals = None if held is None else np.broadcast_to(held, (count + 1, *held.shape))
+        rollout = sim.rollout(sim.start_frame + count, None, goals, state["x"], state["v"], keep_states=True)
         state["x"], state["v"] = rollout.state_x[-1], rollout.state_v[-1]
-        return rollout.numpy()[1:]
+        return rollout.numpy()[1:] - up
 
     return next_window
 
@@ -285,22 +295,20 @@ def lifted_windows(
 
     ``together``: the starts run as one batch (launches shared: what a GPU wants), which
     runs on while any start asks for another window and keeps the windows a start has
-    not read yet for it; call them one after the other. Otherwise each start is a simulator
-    of its own, and they may run side by side in threads (on a CPU a batch runs its members
-    one after the other anyway, and Warp's CPU kernels run without Python's lock)."""
+    not read yet for it; call them one after the other. Otherwise, or where the scene
+    cannot batch (pressure, self collisions, a dynamic mesh: ``batch.refusal``), each start
+    is a :func:`model_windows` of its own; without self collisions (whose pair room may
+    grow and need a new graph) those may run side by side in threads (on a CPU a batch runs
+    its members one after the other anyway, and Warp's CPU kernels run without Python's
+    lock)."""
     lifts = np.asarray(lifts_m, dtype=np.float64)
     if lifts.ndim != 1 or len(lifts) < 1 or not np.isfinite(lifts).all():
         raise ValueError(f"lifts_m must be one or more finite lifts in metres, got {lifts_m!r}")
     up = np.array([0.0, 0.0, 1.0])
-
-    def batch_of(starts: np.ndarray) -> Callable[[int], np.ndarray]:
-        sim = get_model("blender_cloth").build(mesh, settings, device, precision)
-        return sim.batch_windows(mesh.vertices[None] + starts[:, None, None] * up)
-
-    if not together:
-        runs = [batch_of(lifts[m : m + 1]) for m in range(len(lifts))]
-        return [lambda count, m=m: runs[m](count)[0] - lifts[m] * up for m in range(len(lifts))]
-    batch = batch_of(lifts)
+    sim = get_model("blender_cloth").build(mesh, settings, device, precision) if together else None
+    if sim is None or sim.batch_width(len(lifts)) == 0:
+        return [model_windows(mesh, settings, device, precision, float(lift)) for lift in lifts]
+    batch = sim.batch_windows(mesh.vertices[None] + lifts[:, None, None] * up)
     unread: list[list[np.ndarray]] = [[] for _ in lifts]
 
     def start(m: int) -> Callable[[int], np.ndarray]:

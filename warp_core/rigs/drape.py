@@ -334,8 +334,8 @@ def run_drape(
     rig = rig or DrapeRig()
     mesh = drape_specimen(rig)
     scale = drape_scale(settings, rig)
-    # a GPU runs the starts as one batch; a CPU each on a core of its own
-    apart = wp.get_device(device).is_cpu and len(rig.lifts_m) > 1
+    # a GPU runs the starts as one batch; a CPU each on a core of its own (lifted_windows)
+    apart = wp.get_device(device).is_cpu and len(rig.lifts_m) > 1 and not settings.use_self_collision
     starts = lifted_windows(mesh, drape_settings(settings, rig), rig.lifts_m, device, precision, not apart)
 
     def settle(next_window: Callable[[int], np.ndarray]) -> DrapeRunReading:
