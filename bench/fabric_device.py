@@ -2,11 +2,13 @@
 settings (10 mm quads), then the whole fit from its lab numbers (weight 150 g/m^2, bending
 length 25 mm, drape coefficient 0.65, 2.5 % along the grain and 8 % on the bias at 500 gf/cm).
 
-    python bench/fabric_device.py [--device cpu|cuda:0] [--precision float64] [--out FILE.json]
+    python bench/fabric_device.py [--device auto|cpu|cuda:0] [--precision float64] [--out FILE.json]
     python bench/fabric_device.py --record-from FILE.json  (record a run another machine wrote)
 
 Each rig runs once untimed first (kernel loading and graph capture), then timed. The drape
 rig drapes its specimen from four lifted starts: one batch on a GPU, side by side on a CPU.
+``--device auto`` (the fabric fit's default) runs each rig where a fit of its size runs
+fastest (``warp_core.devices``); each rig's device is recorded.
 """
 
 import argparse
@@ -21,6 +23,7 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 import warp as wp  # noqa: E402
 from results import record as record_results  # noqa: E402
 
+from warp_core.devices import placed_device  # noqa: E402
 from warp_core.models.blender_cloth.params import ClothParams  # noqa: E402
 from warp_core.rigs import (  # noqa: E402
     DrapeRig,
@@ -33,6 +36,9 @@ from warp_core.rigs import (  # noqa: E402
     run_strip,
     vertex_mass,
 )
+from warp_core.rigs.cantilever import cantilever_strip  # noqa: E402
+from warp_core.rigs.drape import drape_specimen  # noqa: E402
+from warp_core.rigs.tensile import strip_mesh  # noqa: E402
 
 EDGE_M = 0.01
 NUMBERS = FabricNumbers(150.0, 25.0, 0.65, elongation_percent=2.5, bias_elongation_percent=8.0)
@@ -60,7 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", default="float64", choices=["float32", "float64"])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--record-from", type=Path, help="record the run a --out file holds, and stop")
@@ -69,26 +75,33 @@ def main() -> int:
         record(json.loads(args.record_from.read_text()))
         return 0
     wp.config.quiet = True
-    run = (args.device, args.precision)
-    rigs = {
-        "cantilever": (run_cantilever, fabric_rig(EDGE_M, 0.025)),
-        "tensile": (run_strip, StripRig(edge_m=EDGE_M)),
-        "bias": (run_strip, StripRig(edge_m=EDGE_M, bias=True)),
-        "drape": (run_drape, DrapeRig(edge_m=EDGE_M)),
+    cantilever, tensile, bias = (
+        fabric_rig(EDGE_M, 0.025),
+        StripRig(edge_m=EDGE_M),
+        StripRig(edge_m=EDGE_M, bias=True),
+    )
+    drape = DrapeRig(edge_m=EDGE_M)
+    rigs = {  # each with its specimen's mesh
+        "cantilever": (run_cantilever, cantilever, cantilever_strip(cantilever)[0]),
+        "tensile": (run_strip, tensile, strip_mesh(tensile)[0]),
+        "bias": (run_strip, bias, strip_mesh(bias)[0]),
+        "drape": (run_drape, drape, drape_specimen(drape)),
     }
     command = " ".join(["python", "bench/fabric_device.py", *sys.argv[1:]])
     out: dict = {"device": args.device, "precision": args.precision, "command": command, "rig_runs": {}}
-    if args.device.startswith("cuda"):
-        out["device_name"] = wp.get_device(args.device).name
-    for name, (runner, rig) in rigs.items():
-        seconds, reading = timed(runner, SETTINGS, rig, *run)
-        out["rig_runs"][name] = {"seconds": seconds, "frames": reading.frames}
-        print(f"{name}: {seconds:.2f} s, {reading.frames} frames", flush=True)
+    for name, (runner, rig, mesh) in rigs.items():
+        on = placed_device(args.device, mesh.vertex_count, args.precision).device
+        seconds, reading = timed(runner, SETTINGS, rig, on, args.precision)
+        out["rig_runs"][name] = {"seconds": seconds, "frames": reading.frames, "device": on}
+        if on.startswith("cuda"):
+            out["device_name"] = wp.get_device(on).name
+        print(f"{name}: {seconds:.2f} s on {on}, {reading.frames} frames", flush=True)
     start = time.perf_counter()
     result = fit_fabric(NUMBERS, EDGE_M, device=args.device, precision=args.precision)
     out["fit"] = {
         "seconds": time.perf_counter() - start,
         "outcome": result.outcome,
+        "devices": result.device,
         "settings": {f: getattr(result.settings, f) for f in result.fitted},
         "rigs": [
             {
@@ -116,6 +129,8 @@ def record(out: dict) -> None:
         "whole fit seconds": round(fit["seconds"], 1),
         "whole fit outcome": fit["outcome"],
     } | {f"{name} run seconds": round(r["seconds"], 2) for name, r in out["rig_runs"].items()}
+    if "devices" in fit:  # where each rig ran ("auto" places them by size)
+        summary["whole fit devices"] = fit["devices"]
     headers = ["rig", "requested", "reading", "outcome", "runs"]
     rows = [
         [r["rig"], f"{r['requested']:g}", f"{r['reading']:.4g}", r["outcome"], str(r["runs"])]

@@ -6,7 +6,7 @@ A refusal is a one-line error that stops a fit, a bake, a preset or the batch co
 says what to change. They are found by reading the source (``ast``, nothing is imported):
 
 - every ``raise`` of the project's user errors (``FitInputError``, ``BakeError``,
-  ``UsageError``, ``FitError``, ``PresetError``, ``OutputPathError`` and the preset
+  ``UsageError``, ``FitError``, ``PresetError``, ``OutputPathError``, ``DeviceError`` and the preset
   library's ``invalid(...)``) and of ``argparse.ArgumentTypeError``, anywhere;
 - every ``raise ValueError(...)`` under ``addon/`` and in the core modules whose checks the
   add-on passes on as refusals (``CHECKED_CORE``);
@@ -39,6 +39,7 @@ USER_ERRORS = frozenset(
         "PresetError",
         "OutputPathError",
         "UserError",
+        "DeviceError",
         "ArgumentTypeError",
         "invalid",
     }
@@ -295,6 +296,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "addon/ui/fit_results.py",
             "addon/session.py",
             "addon/warp_setup.py",
+            "warp_core/devices.py",
             "warp_core/fit/engine.py",
             "warp_core/fit/stages.py",
         ),

@@ -139,7 +139,8 @@ def cmd_fabric(args: argparse.Namespace) -> int:
     import warp as wp
 
     from .rigs.fabric import FabricNumbers
-    from .rigs.lab_fit import fabric_preset, fit_fabric
+    from .rigs.lab_fit import fit_fabric
+    from .rigs.preset import fabric_preset
 
     wp.config.log_level = wp.LOG_WARNING
     try:
@@ -151,11 +152,10 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             bias_elongation_percent=args.bias_elongation_percent,
             load_n_per_m=args.load_n_per_m,
         )
-        device = _device(args.device)
         result = fit_fabric(
             numbers,
             args.edge_mm * 1e-3,
-            device=device,
+            device=args.device,
             precision=args.precision,
             progress=lambda text: print(f"rig {text}", flush=True),
         )
@@ -167,7 +167,7 @@ def cmd_fabric(args: argparse.Namespace) -> int:
     for r in result.rigs:
         print(
             f"{r.rig}: {r.outcome}; {r.number} {r.requested:g} requested, the rig reads {r.reading:.4g}"
-            f"{r.spread_text} ({r.setting or 'read only'}, {r.runs} runs, {r.seconds:.1f} s)"
+            f"{r.spread_text} ({r.setting or 'read only'}, {r.runs} runs, {r.seconds:.1f} s on {r.device})"
         )
     values = ", ".join(f"{name} {getattr(result.settings, name):.6g}" for name in result.fitted)
     print(f"{result.outcome}: {values} on {args.edge_mm:g} mm edges, {result.seconds:.1f} s")
@@ -206,7 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the elongations' load per width (N/m, default 490.3: Kawabata's 500 gf/cm)",
     )
     fb.add_argument("--edge-mm", type=float, default=5.0, help="the cloth mesh's quad edge (mm, default 5)")
-    fb.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    fb.add_argument(
+        "--device",
+        default="auto",
+        help="auto (default: each rig where a fit of its size runs fastest, from the crossover "
+        "table), cpu, cuda or cuda:N",
+    )
     fb.add_argument(
         "--precision", choices=["float32", "float64"], default="float64", help="(default float64)"
     )

@@ -20,12 +20,13 @@ import bpy
 import numpy as np
 
 from ...warp_core.rigs.fabric import EDGE_RANGE_MM, FabricNumbers
-from ...warp_core.rigs.lab_fit import FabricFitCancelled, FabricResult, fabric_preset, fit_fabric
+from ...warp_core.rigs.lab_fit import FabricFitCancelled, FabricResult, fit_fabric
+from ...warp_core.rigs.preset import fabric_preset
 from ..errors import FitInputError
 from ..mesh_read import input_is_object_data, object_matrix
 from ..models.blender_cloth.scene_model import export_cloth_mesh, find_cloth_modifier, set_modifier_values
 from ..session import begin_fabric_fit, busy_with, end_fabric_fit
-from ..warp_setup import configure_warp
+from ..warp_setup import configure_warp, resolve_device
 from .bake_operators import bake_under_way
 from .modal_status import redraw_panels, set_status
 
@@ -136,6 +137,7 @@ class FabricRun:
     object_name: str
     numbers: FabricNumbers
     edge_m: float
+    device: str = "AUTO"  # the object's Device setting: "AUTO" places each rig by its size
     text: str = "starting..."  # the rig under way, as ``fit_fabric`` says it
     stop: threading.Event = field(default_factory=threading.Event)
     result: FabricResult | None = None
@@ -149,7 +151,11 @@ class FabricRun:
         # the worker: only the core runs here, never bpy
         try:
             self.result = fit_fabric(
-                self.numbers, self.edge_m, progress=self._heard, should_stop=self.stop.is_set
+                self.numbers,
+                self.edge_m,
+                device=self.device,
+                progress=self._heard,
+                should_stop=self.stop.is_set,
             )
         except FabricFitCancelled:
             pass
@@ -184,7 +190,9 @@ def _prepare(context: bpy.types.Context) -> FabricRun:
     if reason is not None:
         raise FitInputError(reason)
     configure_warp()  # main thread, before any worker touches Warp
-    return FabricRun(ob.name, fabric_numbers(ob.fit_to_target_fabric), edge_m)
+    device = ob.fit_to_target.device
+    resolve_device(device)  # a device that is not there is refused here, not in the worker
+    return FabricRun(ob.name, fabric_numbers(ob.fit_to_target_fabric), edge_m, device)
 
 
 def _rig_line(row: dict[str, Any]) -> str:

@@ -42,6 +42,12 @@ def addon_module(name: str) -> ModuleType:
     return importlib.import_module(f"{_PACKAGE.__name__}.addon.{name}")
 
 
+def core_module(name: str) -> ModuleType:
+    """A module of the physics core as the add-on package holds it (``name`` relative to
+    ``warp_core``): its classes are the ones the add-on's own code makes."""
+    return importlib.import_module(f"{_PACKAGE.__name__}.warp_core.{name}")
+
+
 bake = addon_module("scene.bake")
 prepare = addon_module("scene.prepare")
 steps = addon_module("scene.steps")

@@ -10,9 +10,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from addon_scenes import REPO_ROOT, addon_module
+from addon_scenes import REPO_ROOT, addon_module, core_module
 
 warp_setup = addon_module("warp_setup")
+devices = core_module("devices")
 errors = addon_module("errors")
 H200 = "NVIDIA H200"
 RTX = "NVIDIA GeForce RTX 4090"
@@ -136,17 +137,17 @@ def test_a_table_entry_without_its_measurement_is_refused(table_data: dict) -> N
         warp_setup.CrossoverTable.from_data(broken)
     broken = copy.deepcopy(table_data)
     broken["default"]["from_gpu"]["float64"] = "H200"  # not where its crossover comes from
-    assert warp_setup.crossover_table_problems(broken) == [
+    assert devices.crossover_table_problems(broken) == [
         "default: its float64 crossover is not that of the entry 'from_gpu' names"
     ]
 
 
 def test_the_committed_table_is_valid_and_says_where_each_number_was_measured() -> None:
-    path = Path(warp_setup.CROSSOVER_TABLE)
+    path = Path(devices.CROSSOVER_TABLE)
     assert path == REPO_ROOT / "assets" / "device_crossover.json"
     data = json.loads(path.read_text())
-    assert warp_setup.crossover_table_problems(data) == []
-    warp_setup.load_crossover_table(path)
+    assert devices.crossover_table_problems(data) == []
+    devices.load_crossover_table(path)
     assert data["written"]["from"] and data["written"]["host_cpu_cores"] >= 1
     for entry in data["gpus"]:
         assert entry["measured"]["source"].startswith("bench/device_crossover.py: ")

@@ -15,13 +15,16 @@ import math
 import pytest
 
 from warp_core.__main__ import main
+from warp_core.devices import choose_device
 from warp_core.models.blender_cloth.params import ClothParams
 from warp_core.presets import load_preset_file
 from warp_core.rigs import (
+    DrapeRig,
     FabricFitCancelled,
     FabricNumbers,
     FabricResult,
     RigResult,
+    StripRig,
     fabric_preset,
     fabric_rig,
     fit_bending,
@@ -29,6 +32,9 @@ from warp_core.rigs import (
     run_cantilever,
     vertex_mass,
 )
+from warp_core.rigs.cantilever import cantilever_strip
+from warp_core.rigs.drape import drape_specimen
+from warp_core.rigs.tensile import strip_mesh
 
 WEIGHT = 150.0  # g/m^2
 EDGE = 0.01
@@ -111,11 +117,57 @@ def test_the_command_line_writes_a_preset(tmp_path, capsys) -> None:
     assert reading == pytest.approx(25.0, rel=0.01)
     assert preset.provenance["mesh_edge_m"] == pytest.approx(0.01)
     assert json.loads(out.read_text())["model"] == "blender_cloth"
-    assert "matched" in capsys.readouterr().out
-    # a bad number: refused before any rig runs, nothing written
+    # the default device "auto": a strip of this size runs on the CPU, GPU or not
+    assert preset.provenance["device"] == "cpu"
+    printed = capsys.readouterr().out
+    assert "matched" in printed and "s on cpu)" in printed
+    # a bad number or a device that is not there: refused before any rig runs, nothing written
     bad = tmp_path / "bad.json"
     assert main(["fabric", "--weight-gsm", "5", "--bending-length-mm", "25", "--out", str(bad)]) == 2
+    assert (
+        main(
+            [
+                "fabric",
+                "--weight-gsm",
+                "150",
+                "--bending-length-mm",
+                "25",
+                "--device",
+                "cuda:99",
+                "--out",
+                str(bad),
+            ]
+        )
+        == 2
+    )
+    assert "device cuda:99 is not available" in capsys.readouterr().err
     assert not bad.exists()
+
+
+def test_auto_places_the_small_rigs_on_the_cpu_and_a_large_drape_on_the_gpu() -> None:
+    """The committed crossover table with an H200: the strips and the cantilever of 10 mm
+    quads (tens to hundreds of vertices, where the GPU waits on launches: a cantilever run
+    took 2.8 s there against 0.4 s on a CPU) run on the CPU; the 10 mm drape specimen (777
+    vertices, above the H200's 400) on the GPU, and the 5 mm one too."""
+    h200 = ["NVIDIA H200"]
+    sizes = {
+        "tensile": strip_mesh(StripRig(edge_m=EDGE))[0].vertex_count,
+        "bias": strip_mesh(StripRig(edge_m=EDGE, bias=True))[0].vertex_count,
+        "cantilever": cantilever_strip(fabric_rig(EDGE, 0.05))[0].vertex_count,
+        "drape": drape_specimen(DrapeRig(edge_m=EDGE)).vertex_count,
+        "fine drape": drape_specimen(DrapeRig(edge_m=0.005)).vertex_count,
+    }
+    placed = {rig: choose_device("auto", n, cuda_names=h200).device for rig, n in sizes.items()}
+    assert placed == {
+        "tensile": "cpu",
+        "bias": "cpu",
+        "cantilever": "cpu",
+        "drape": "cuda:0",
+        "fine drape": "cuda:0",
+    }, sizes
+    assert sizes["drape"] == 777
+    # "auto" on a machine without a CUDA device: the CPU, whatever the size
+    assert choose_device("auto", 10**6, cuda_names=[]).device == "cpu"
 
 
 def test_the_fabric_fit_needs_a_number_besides_the_weight_and_stops_when_asked() -> None:

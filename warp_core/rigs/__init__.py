@@ -20,7 +20,8 @@ from .drape import (
     run_drape,
 )
 from .fabric import FabricFit, FabricNumbers, fabric_rig, fit_bending, vertex_mass
-from .lab_fit import FabricFitCancelled, FabricResult, RigResult, fabric_preset, fit_fabric
+from .lab_fit import FabricFitCancelled, FabricResult, RigResult, fit_fabric
+from .preset import fabric_preset
 from .readings import DrapeReading, bending_length, drape_reading, flexural_rigidity, shadow_radius, tip_angle
 from .tensile import (
     StripFit,

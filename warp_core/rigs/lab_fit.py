@@ -24,14 +24,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
+from ..devices import placed_device
+from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
-from .cantilever import IN_PLANE_CEILING
-from .drape import DrapeRig, drape_scale, run_drape
+from .cantilever import IN_PLANE_CEILING, cantilever_strip
+from .drape import DrapeRig, drape_scale, drape_specimen, run_drape
 from .drape_search import DRAPE_READ_BACK, drape_search
 from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
-from .tensile import StripReading, StripRig, fit_shear, fit_tension, run_strip
+from .tensile import StripReading, StripRig, fit_shear, fit_tension, run_strip, strip_mesh
 
-__all__ = ["FabricFitCancelled", "FabricResult", "RigResult", "fabric_preset", "fit_fabric"]
+__all__ = ["FabricFitCancelled", "FabricResult", "RigResult", "fit_fabric"]
 
 # a worse outcome of one rig decides the fit's: the first of these that any rig has
 OUTCOME_ORDER = ("unreachable", "coarse", "unsettled", "stalled", "misfit", "matched")
@@ -55,6 +57,7 @@ class RigResult:
     # each start's reading at the fitted settings where the rig has several (the drape's,
     # whose ``reading`` is their mean: ``DrapeRig.lifts_m``); () for the strips
     starts: tuple[float, ...] = ()
+    device: str = "cpu"  # where its runs ran (``fit_fabric``'s device "auto": by the rig's size)
 
     @property
     def spread(self) -> float:
@@ -80,7 +83,7 @@ class FabricResult:
     rigs: tuple[RigResult, ...]
     outcome: str
     seconds: float
-    device: str
+    device: str  # where the rigs ran: one device, or each rig's ("cuda:0 (drape), cpu (tensile)")
 
     @property
     def fitted(self) -> tuple[str, ...]:
@@ -137,6 +140,7 @@ class _Rig:
     read: Callable[[ClothParams], tuple[float, bool, tuple]]  # settings -> (reading, settled, starts)
     strip: StripRig | None = None  # the tensile and bias rigs' strip
     drape: DrapeRig | None = None  # the drape rig's
+    device: str = "cpu"  # where it runs
     # the settings of its fit's best run and that run's (reading, settled, starts): read
     # again only where a later rig changed them
     known: tuple[ClothParams, float, bool, tuple] | None = None
@@ -153,7 +157,7 @@ def fit_fabric(
     numbers: FabricNumbers,
     edge_m: float = 0.01,
     base: ClothParams | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     precision: str = "float64",
     progress: Callable[[str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -161,7 +165,9 @@ def fit_fabric(
     """The Blender cloth settings for ``numbers`` on a quad mesh of ``edge_m`` edges, starting
     from ``base`` (default: Blender's defaults at quality 10); settings no number decides stay
     ``base``'s. ``progress(text)`` hears each rig as it starts; ``should_stop()`` is asked
-    between rigs and a True raises :class:`FabricFitCancelled` (nothing is kept).
+    between rigs and a True raises :class:`FabricFitCancelled` (nothing is kept). ``device``:
+    "cpu", "cuda", "cuda:N", or "auto", which runs each rig where a fit of its size runs
+    fastest (``warp_core.devices``: the small strips on the CPU, a large drape on a GPU).
 
     Every rig is read once more at the final settings, and that reading is the one reported:
     a later rig's setting can move an earlier rig's reading (the shear moves the tensile
@@ -201,11 +207,11 @@ def fit_fabric(
         begin(rig)
         if rig.strip is not None:
             fitter = fit_tension if rig.number == "elongation_percent" else fit_shear
-            fit = fitter(getattr(numbers, rig.number), at, rig.strip, device=device, precision=precision)
+            fit = fitter(getattr(numbers, rig.number), at, rig.strip, device=rig.device, precision=precision)
             account(rig, fit.outcome, fit.runs, fit.seconds, (fit.settings, *_strip_values(fit.reading)))
             return fit.settings
         if rig.number == "bending_length_mm":
-            fit = fit_bending(numbers, edge_m, at, device, precision)
+            fit = fit_bending(numbers, edge_m, at, rig.device, precision)
             reading = (fit.settings, fit.reading.bending_length_m * 1e3, fit.reading.settled, ())
             account(rig, fit.outcome, fit.runs, fit.seconds, reading)
             return fit.settings
@@ -251,7 +257,16 @@ def fit_fabric(
             outcome = "matched" if settled else "unsettled"
         results.append(
             RigResult(
-                rig.name, rig.number, rig.setting, requested, reading, outcome, rig.runs, rig.seconds, starts
+                rig.name,
+                rig.number,
+                rig.setting,
+                requested,
+                reading,
+                outcome,
+                rig.runs,
+                rig.seconds,
+                starts,
+                rig.device,
             )
         )
     outcome = next(o for o in OUTCOME_ORDER if o == "matched" or any(r.outcome == o for r in results))
@@ -262,14 +277,27 @@ def fit_fabric(
         rigs=tuple(results),
         outcome=outcome,
         seconds=time.perf_counter() - start,
-        device=device,
+        device=_devices_text(results),
     )
+
+
+def _devices_text(results: list[RigResult]) -> str:
+    """Where the rigs ran: "cpu", or each device with its rigs ("cuda:0 (drape), cpu (...)")."""
+    by_device: dict[str, list[str]] = {}
+    for r in results:
+        by_device.setdefault(r.device, []).append(r.rig)
+    if len(by_device) == 1:
+        return next(iter(by_device))
+    return ", ".join(f"{d} ({', '.join(rigs)})" for d, rigs in by_device.items())
 
 
 def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) -> dict[str, _Rig]:
     """The rigs the numbers call for, in the order they are fitted, each with the setting it
     decides ("" for a drape the other numbers have decided)."""
-    run = (device, precision)
+
+    def placed(mesh: ClothMesh) -> tuple[str, str]:
+        return placed_device(device, mesh.vertex_count, precision).device, precision
+
     rigs: dict[str, _Rig] = {}
     for number, name, setting, bias in (
         ("elongation_percent", "tensile", "tension_stiffness", False),
@@ -277,22 +305,26 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
     ):
         if getattr(numbers, number) is not None:
             strip = StripRig(edge_m=edge_m, bias=bias, load_n_per_m=numbers.load_n_per_m)
-            rigs[number] = _Rig(name, number, setting, functools.partial(_strip_read, strip, run), strip)
+            run = placed(strip_mesh(strip)[0])
+            read = functools.partial(_strip_read, strip, run)
+            rigs[number] = _Rig(name, number, setting, read, strip, device=run[0])
     if numbers.bending_length_mm is not None:
         cantilever = fabric_rig(edge_m, numbers.bending_length_mm * 1e-3)
+        on = placed(cantilever_strip(cantilever)[0])
 
         def read_cantilever(s: ClothParams) -> tuple[float, bool, tuple]:
-            reading = read_bending_length(s, cantilever, *run)
+            reading = read_bending_length(s, cantilever, *on)
             return reading.bending_length_m * 1e3, reading.settled, ()
 
         rigs["bending_length_mm"] = _Rig(
-            "cantilever", "bending_length_mm", "bending_stiffness", read_cantilever
+            "cantilever", "bending_length_mm", "bending_stiffness", read_cantilever, device=on[0]
         )
     if numbers.drape_coefficient is not None:
         drape = DrapeRig(edge_m=edge_m)
+        at = placed(drape_specimen(drape))
 
         def read_drape(s: ClothParams) -> tuple[float, bool, tuple]:
-            reading = run_drape(s, drape, *run)
+            reading = run_drape(s, drape, *at)
             return reading.coefficient, reading.settled, reading.coefficients
 
         if numbers.bending_length_mm is None:
@@ -301,7 +333,9 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             setting = "shear_stiffness"
         else:
             setting = ""
-        rigs["drape_coefficient"] = _Rig("drape", "drape_coefficient", setting, read_drape, drape=drape)
+        rigs["drape_coefficient"] = _Rig(
+            "drape", "drape_coefficient", setting, read_drape, drape=drape, device=at[0]
+        )
     return rigs
 
 
@@ -348,45 +382,3 @@ def _fit_drape(
         rig, search.outcome, search.runs, time.perf_counter() - t0, (at(best_value), best, settled, starts)
     )
     return at(best_value)
-
-
-def fabric_preset(result: FabricResult, name: str | None = None, source: str | None = None) -> dict:
-    """A ``blender_cloth`` preset (``warp_core.presets`` format, validated) of the fit: the
-    fitted settings (each with its group maximum) and the quality they were fitted at; other
-    settings are left out, so applying it leaves them alone. Its provenance holds the lab
-    numbers, each rig's reading at the fitted values, the mesh edge and, for published
-    numbers, their ``source``; its notes say the same in words."""
-    from ..presets import Preset, validate_preset
-
-    numbers = result.numbers
-    lab = {"weight_gsm": numbers.weight_gsm} | {n: float(getattr(numbers, n)) for n in numbers.measured}
-    if numbers.elongation_percent is not None or numbers.bias_elongation_percent is not None:
-        lab["load_n_per_m"] = numbers.load_n_per_m
-    readings = {f"{r.rig}: {r.number}": r.reading for r in result.rigs if math.isfinite(r.reading)}
-    # the drape's reading is a mean of starts: how far they lay apart
-    readings |= {f"{r.rig}: {r.number} spread": r.spread for r in result.rigs if len(r.starts) > 1}
-    lines = [
-        f"Fitted from fabric lab numbers with virtual test rigs in Blender's cloth model, for a mesh of "
-        f"{result.edge_m * 1e3:g} mm edges: {result.outcome}."
-    ]
-    lines += [
-        f"{r.rig}: {r.number} {r.requested:g}, the rig reads {r.reading:.4g}{r.spread_text} ({r.outcome})"
-        for r in result.rigs
-    ]
-    label = ", ".join(f"{n} {getattr(numbers, n):g}" for n in numbers.measured)
-    preset = Preset(
-        name=name or f"Fabric {numbers.weight_gsm:g} gsm, {label}",
-        values=result.cloth_values(),
-        notes="\n".join(lines),
-        provenance={
-            "date": time.strftime("%Y-%m-%d"),
-            "fit_seconds": result.seconds,
-            "device": result.device,
-            "fit_parameters": [f for f in result.fitted if f != "mass"],
-            "lab_numbers": lab,
-            "rig_readings": readings,
-            "mesh_edge_m": result.edge_m,
-        }
-        | ({"source": source} if source else {}),
-    )
-    return validate_preset(preset).to_dict()
