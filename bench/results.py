@@ -77,6 +77,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Cusick drape coefficient, elongation along the grain and on the bias at 500 gf/cm) on silk-like "
         "to denim-like combinations, then read back by Blender's own cloth on the same rigs built in bpy",
     ),
+    "soft_body_cpu_fit": Benchmark(
+        "bench/soft_body_cpu_fit.py",
+        "a 162-tet soft cube dropped on the ground, Young's modulus and damping fitted from 3x off on "
+        "the CPU: Levenberg-Marquardt on finite differences against L-BFGS on the adjoint, and one "
+        "adjoint gradient against one forward rollout",
+    ),
     "fabric_device": Benchmark(
         "bench/fabric_device.py",
         "the fabric rigs and a whole fabric fit from lab numbers (weight, bending length, drape "

@@ -4,9 +4,10 @@ the model every 4 frames over 2 s (VBD's default 4 substeps x 10 iterations), fi
 default optimizer (Levenberg-Marquardt on finite differences) and by L-BFGS on the adjoint.
 Also one adjoint gradient against one forward rollout of the same scene.
 
-    python bench/soft_body_cpu_fit.py [--out result.json]
+    python bench/soft_body_cpu_fit.py [--out result.json] [--no-record]
 
-Times are wall clock with the kernels compiled (a warm-up fit runs first).
+Times are wall clock with the kernels compiled (a warm-up fit runs first). The run is
+recorded in ``bench/results/soft_body_cpu_fit.json`` unless ``--no-record``.
 """
 
 import argparse
@@ -18,8 +19,9 @@ from pathlib import Path
 import warp as wp
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core"), str(ROOT / "bench")]
 
+from results import record  # noqa: E402
 from soft_body_meshes import box_mesh  # noqa: E402
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
@@ -78,6 +80,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--no-record", action="store_true", help="do not record the run")
     args = parser.parse_args()
     wp.config.quiet = True
     timed_fit("lbfgs")  # compiles every kernel either fit runs
@@ -85,7 +88,41 @@ def main() -> int:
     print(json.dumps(out, indent=2))
     if args.out:
         args.out.write_text(json.dumps(out, indent=2))
+    if not args.no_record:
+        record_run(out)
     return 0
+
+
+def record_run(out: dict) -> None:
+    """The fits and the gradient's cost into ``bench/results/soft_body_cpu_fit.json``."""
+    headers = ["fit", "seconds", "outcome", "rollouts", "backward", "E error", "damping error"]
+    rows = [
+        [
+            f"{name} ({fit['optimizer']})",
+            f"{fit['seconds']:.1f}",
+            fit["outcome"],
+            str(fit["rollouts"]),
+            str(fit["backward"]),
+            f"{fit['young_modulus_error']:.1e}",
+            f"{fit['damping_error']:.1e}",
+        ]
+        for name, fit in (("LM", out["lm"]), ("L-BFGS", out["lbfgs"]))
+    ]
+    gradient = out["gradient"]
+    summary = {
+        "tets": out["lm"]["tets"],
+        "LM fit seconds": round(out["lm"]["seconds"], 1),
+        "L-BFGS fit seconds": round(out["lbfgs"]["seconds"], 1),
+        "forward rollout seconds": round(gradient["forward_s"], 3),
+        "adjoint gradient seconds": round(gradient["gradient_s"], 3),
+        "gradient / forward": round(gradient["ratio"], 2),
+        "step residual at the default iterations": round(gradient["residual"], 4),
+    }
+    notes = [
+        "forward: a rollout at a new Young's modulus (its graphs captured again, as in a fit); "
+        "gradient: a rollout recorded kernel by kernel, then the adjoint"
+    ]
+    record("soft_body_cpu_fit", summary, (headers, rows), notes)
 
 
 if __name__ == "__main__":
