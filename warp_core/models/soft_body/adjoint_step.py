@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_kernels import contact_forces, tet_forces
+from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only
 
 __all__ = ["Recorder", "StepContacts", "StepOperator", "solve_adjoint"]
 
@@ -187,10 +187,13 @@ class StepOperator:
         if reverse:
             adjoint = {
                 "adj_inputs": [self.grad_end, self.grad_start, None, None, self.grad_materials, 0.0],
-                "adj_outputs": [self.seed, None],
+                "adj_outputs": [self.seed],
                 "adjoint": True,
             }
-        wp.launch(tet_forces, dim=(m.tet_count, 4), inputs=tet_inputs, outputs=outputs, **adjoint)
+            wp.launch(tet_forces_only, dim=m.tet_count, inputs=tet_inputs, outputs=[self.out], **adjoint)
+            adjoint["adj_outputs"] = [self.seed, None]
+        else:
+            wp.launch(tet_forces, dim=(m.tet_count, 4), inputs=tet_inputs, outputs=outputs)
         if self.contacts is None:
             return
         if reverse:
