@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_step import Recorder, StepOperator, solve_adjoint
+from .adjoint_step import StepOperator, solve_adjoint
 from .materials import parameter_gradient
 from .params import GRADIENT_KIND, PARAMETER_NAMES
+from .recording import Recording, StepHistory
 
 # ``sim``: a SoftBodySimulator, whose rollouts on a tape call this module (so not imported)
 SoftBodySimulator = Any
@@ -89,22 +90,29 @@ def soft_body_gradient(
     """d loss / d parameters of a rollout to ``frame_end``, given d loss / d (the embedded
     mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3): a
     recorded rollout, then :func:`backward`."""
-    recorder, _ = _recorded(sim, lambda: sim.rollout(frame_end, output_frames, goals))
-    return backward(sim, recorder, output_frames, position_grads)
+    recording, _ = _recorded(sim, frame_end, lambda: sim.rollout(frame_end, output_frames, goals))
+    return backward(sim, recording, output_frames, position_grads)
 
 
-def _recorded(sim: SoftBodySimulator, run: Callable[[], Any]) -> tuple[Recorder, Any]:
-    """``run()``, a rollout of ``sim``, with a :class:`Recorder` watching its substeps;
-    NotImplementedError where the rollout has no gradient."""
+def _recorded(sim: SoftBodySimulator, frame_end: int, run: Callable[[], Any]) -> tuple[Recording, Any]:
+    """``run()``, a rollout of ``sim`` to ``frame_end``, with its substeps recorded on the
+    device (``recording.StepHistory``, kept on ``sim`` from one gradient to the next of the
+    same length, so its captured graphs are reused); NotImplementedError where the rollout
+    has no gradient."""
     refusal = contact_refusal(sim)
     if refusal is not None:
         raise NotImplementedError(refusal)
-    recorder = Recorder(sim)
-    sim.step_observer = recorder
+    substeps = (int(frame_end) - sim.start_frame) * int(sim.settings.substeps)
+    history = sim.step_history
+    if history is None or history.substeps != substeps:
+        history = sim.step_history = StepHistory(sim, substeps)
+    history.reset()
+    sim.step_recorder = history
     try:
-        return recorder, run()
+        result = run()
     finally:
-        sim.step_observer = None
+        sim.step_recorder = None
+    return history.read(), result
 
 
 def contact_refusal(sim: SoftBodySimulator) -> str | None:
@@ -113,13 +121,13 @@ def contact_refusal(sim: SoftBodySimulator) -> str | None:
     return None
 
 
-def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any]) -> Any:
-    """Run ``run`` (a rollout of ``sim`` whose positions have a gradient array) recorded, and
-    put its backward pass on ``tape``: d loss / d positions, as the tape's later launches
-    leave it, into ``sim.params.grad`` (``PARAMETER_NAMES`` order)."""
+def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, frame_end: int, run: Callable[[], Any]) -> Any:
+    """Run ``run`` (a rollout of ``sim`` to ``frame_end`` whose positions have a gradient
+    array) recorded, and put its backward pass on ``tape``: d loss / d positions, as the
+    tape's later launches leave it, into ``sim.params.grad`` (``PARAMETER_NAMES`` order)."""
     if sim.gradient != GRADIENT_KIND:
         raise ValueError(f"the soft body's gradient is {GRADIENT_KIND!r}, got {sim.gradient!r}")
-    recorder, result = _recorded(sim, run)
+    recorder, result = _recorded(sim, frame_end, run)
 
     def pull() -> None:
         gradient = backward(sim, recorder, result.frames, result.positions.grad.numpy())
@@ -133,9 +141,9 @@ def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, run: Callable[[], Any]
 
 
 def backward(
-    sim: SoftBodySimulator, recorder: Recorder, output_frames: list[int], position_grads: np.ndarray
+    sim: SoftBodySimulator, recorder: Recording, output_frames: list[int], position_grads: np.ndarray
 ) -> SoftBodyGradient:
-    """The adjoint of the rollout ``recorder`` saw, given d loss / d (the embedded mesh's
+    """The adjoint of the rollout ``recorder`` holds, given d loss / d (the embedded mesh's
     positions at ``output_frames``), shape (len(output_frames), vertices, 3)."""
     position_grads = np.asarray(position_grads, dtype=np.float64)
     if position_grads.shape != (len(output_frames), sim.vertex_count, 3):

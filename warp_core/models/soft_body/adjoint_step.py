@@ -1,5 +1,5 @@
-"""One substep of the soft-body adjoint (``adjoint``): what a rollout records of each
-substep, the forces VBD balances in it as reverse-mode products, and the linear solve
+"""One substep of the soft-body adjoint (``adjoint``): the forces VBD balances in it (as
+``recording`` recorded it) as reverse-mode products, and the linear solve
 ``H^T lam = xbar'`` with ``H = M / dt^2 - df/dx'``.
 
 The forces: every tet's elasticity and damping, and the contacts with the ground and the
@@ -11,116 +11,18 @@ is BiCGStab, preconditioned by VBD's own 3 x 3 vertex blocks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import warp as wp
 
 from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only
+from .recording import StepContacts
 
-__all__ = ["Recorder", "StepContacts", "StepOperator", "solve_adjoint"]
+__all__ = ["StepOperator", "solve_adjoint"]
 
 SOLVE_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 SOLVE_MAX_ITERATIONS = 500
-
-
-@dataclass
-class StepContacts:
-    """The contacts of one substep as the solver used them: recorded by
-    :class:`Recorder`, read by :class:`StepOperator`."""
-
-    particles: np.ndarray  # (C,) int: the node of each contact
-    shapes: np.ndarray  # (C,) int
-    # a point of the contact plane at the substep's end and its velocity over the substep, in
-    # the simulation frame: where the ground or a collider's body (at its end pose) puts it
-    body_pos: np.ndarray  # (C, 3)
-    body_vel: np.ndarray  # (C, 3)
-    normals: np.ndarray  # (C, 3)
-    ke: np.ndarray | None = None  # (C,) penalty stiffness, damping and friction: set once
-    kd: np.ndarray | None = None  # the solver has run the substep
-    mu: np.ndarray | None = None
-
-
-class Recorder:
-    """Each substep's start positions and velocities (copied before the solver steps it),
-    its contacts, and the rollout's last state: the simulator's ``step_observer`` while a
-    rollout that is to be differentiated runs. ``sim``: a SoftBodySimulator."""
-
-    def __init__(self, sim: Any) -> None:
-        self.sim = sim
-        self.x: list[np.ndarray] = []
-        self.v: list[np.ndarray] = []
-        self.contacts: list[StepContacts | None] = []
-
-    def __call__(self, state: Any) -> None:
-        scene = self.sim.scene
-        if self.contacts and self.contacts[-1] is not None:
-            # the solver's per-contact materials of the substep that just ran
-            last, solver, n = self.contacts[-1], scene.solver, len(self.contacts[-1].particles)
-            last.ke = solver.body_particle_contact_penalty_k.numpy()[:n].astype(np.float64)
-            last.kd = solver.body_particle_contact_material_kd.numpy()[:n].astype(np.float64)
-            last.mu = solver.body_particle_contact_material_mu.numpy()[:n].astype(np.float64)
-        self.x.append(state.particle_q.numpy().astype(np.float64))
-        self.v.append(state.particle_qd.numpy().astype(np.float64))
-        if scene.contacts is None:
-            self.contacts.append(None)
-            return
-        # the solver places each contact with the bodies' poses at the substep's end (the other
-        # state, set before it steps) and at its start
-        end = next(s for s in scene.states if s is not state)
-        dt = 1.0 / (float(self.sim.settings.fps) * int(self.sim.settings.substeps))
-        self.contacts.append(self._contacts(scene.contacts, scene.model, state, end, dt))
-
-    @staticmethod
-    def _contacts(contacts: Any, model: Any, start: Any, end: Any, dt: float) -> StepContacts:
-        n = int(contacts.soft_contact_count.numpy()[0])
-        corners = contacts.soft_contact_indices.numpy()[:n]
-        if (corners[:, 1:] >= 0).any():
-            raise NotImplementedError(
-                "the soft-body gradient takes node contacts only (no edge or face records)"
-            )
-        shapes = contacts.soft_contact_shape.numpy()[:n].astype(np.int64)
-        local = contacts.soft_contact_body_pos.numpy()[:n].astype(np.float64)
-        surface_vel = contacts.soft_contact_body_vel.numpy()[:n].astype(np.float64)
-        body = model.shape_body.numpy()[shapes] if n else np.zeros(0, np.int64)
-        point_start, _ = _placed(start.body_q, body, local)
-        point_end, rotation_end = _placed(end.body_q, body, local)
-        return StepContacts(
-            particles=corners[:, 0].astype(np.int64),
-            shapes=shapes,
-            body_pos=point_end,
-            # Newton's body-particle contact: (bx - bx_prev) / dt + R surface_vel
-            body_vel=(point_end - point_start) / dt + np.einsum("cij,cj->ci", rotation_end, surface_vel),
-            normals=contacts.soft_contact_normal.numpy()[:n].astype(np.float64),
-        )
-
-
-def _rotations(q: np.ndarray) -> np.ndarray:
-    """(K, 3, 3) rotation matrices of (K, 4) unit quaternions (x, y, z, w), Warp's order."""
-    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=1),
-            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=1),
-            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=1),
-        ],
-        axis=1,
-    )
-
-
-def _placed(poses: Any, body: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each contact's body-frame point in the simulation frame at the bodies' ``poses`` (a
-    Warp array of B transforms; None without bodies), and its body's rotation; the identity
-    for the ground (body -1)."""
-    rotation = np.repeat(np.eye(3)[None], len(body), axis=0)
-    point = local.copy()
-    on_body = body >= 0
-    if on_body.any():
-        pose = poses.numpy().astype(np.float64)[body[on_body]]
-        rotation[on_body] = _rotations(pose[:, 3:7])
-        point[on_body] = np.einsum("cij,cj->ci", rotation[on_body], local[on_body]) + pose[:, :3]
-    return point, rotation
 
 
 class StepOperator:

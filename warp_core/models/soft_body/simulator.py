@@ -28,14 +28,13 @@ Determinism: Newton runs in its run-to-run deterministic mode (contacts gathered
 particle, no atomics), so two rollouts with the same inputs are bit-identical; the fit's
 finite differences rely on it. Each frame's substeps run as one captured graph (frame data
 copied into fixed buffers first) after the first frame, which runs kernel by kernel so that
-Newton sizes its buffers outside a capture: on the CPU too, where the ~140 launches of a
-substep cost more than their work on a small body (a 162-tet cube's rollout took 1.52 s
-kernel by kernel, 0.18 s replayed), with the same numbers bit for bit.
+Newton sizes its buffers outside a capture; on the CPU too, where a substep's ~140 launches
+cost more than their work on a small body (a 162-tet cube: 1.52 s a rollout, 0.18 s captured).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +49,7 @@ from .lattice import Lattice, build_lattice
 from .materials import MAP_FIELDS, MaterialMaps
 from .motion import checked_goals, pinned_node_goals
 from .params import GRADIENT_KIND, PARAMETER_NAMES, SoftBodyParams
+from .recording import StepHistory
 from .scene import (
     NewtonScene,
     build_scene,
@@ -114,10 +114,9 @@ class SoftBodySimulator(Unbatched):
     ) -> None:
         params = params or SoftBodyParams()
         params.validate()
-        if precision == "float64":
-            raise ValueError(FLOAT32_ONLY)
         if precision != "float32":
-            raise ValueError(f"precision must be 'float32' ({FLOAT32_ONLY}), got {precision!r}")
+            other = f"precision must be 'float32' ({FLOAT32_ONLY}), got {precision!r}"
+            raise ValueError(FLOAT32_ONLY if precision == "float64" else other)
         self.mesh = mesh
         self.settings = params
         self.device = str(wp.get_device(device))
@@ -146,8 +145,7 @@ class SoftBodySimulator(Unbatched):
         self._rest_q = wp.array((lat.nodes - self.origin).astype(np.float32), dtype=wp.vec3, device=d)
         n_pins = len(self._pinned_index)
         self._pins = wp.array(self._pinned_index.astype(np.int32), dtype=wp.int32, device=d)
-        self._goal_start = wp.zeros(n_pins, dtype=wp.vec3, device=d)
-        self._goal_end = wp.zeros(n_pins, dtype=wp.vec3, device=d)
+        self._goal_start, self._goal_end = (wp.zeros(n_pins, dtype=wp.vec3, device=d) for _ in range(2))
         n_bodies = len(self.scene.moving)
         self._pose_start = wp.zeros(n_bodies, dtype=wp.transform, device=d)
         self._pose_end = wp.zeros(n_bodies, dtype=wp.transform, device=d)
@@ -155,9 +153,9 @@ class SoftBodySimulator(Unbatched):
         self._pose_frames: wp.array | None = None
         self.graphs_enabled = True
         self.gradient = GRADIENT_KIND  # the kind a rollout on a tape records (the only one)
-        # sees each substep's start state (a newton.State, pins placed) before the solver steps
-        # it; substeps then run kernel by kernel (the adjoint's recorder, ``adjoint``)
-        self.step_observer: Callable[[object], None] | None = None
+        # the adjoint's device recorder while a recorded rollout runs; the last one (``recording``)
+        self.step_recorder: StepHistory | None = None
+        self.step_history: StepHistory | None = None
         self._graphs: dict[int, object] = {}
         self._warmed = False  # a frame has run kernel by kernel (Newton sized its buffers)
         self._set_material(params)  # with the painted maps
@@ -212,7 +210,8 @@ class SoftBodySimulator(Unbatched):
         stiffness = contact_stiffness(self.materials.mean_young_modulus(settings), self.lattice.cell_size)
         if stiffness != self.scene.model.soft_contact_ke:
             set_contact_stiffness(self.scene, stiffness)
-            self._graphs.clear()  # they hold the old contact stiffness
+            for graphs in (self._graphs, self.step_history.graphs if self.step_history else {}):
+                graphs.clear()  # they hold the old contact stiffness
 
     # ---------------------------------------------------------------- material maps
     def record_maps(self, kinds: Sequence[str]) -> None:
@@ -282,9 +281,8 @@ class SoftBodySimulator(Unbatched):
         with suspended_tape() as tape:
             if tape is None:
                 return self._rollout(frame_end, output_frames, goals, keep_nodes)
-            return record_on_tape(
-                self, tape, lambda: self._rollout(frame_end, output_frames, goals, keep_nodes)
-            )
+            run = lambda: self._rollout(frame_end, output_frames, goals, keep_nodes)  # noqa: E731
+            return record_on_tape(self, tape, frame_end, run)
 
     def _rollout(
         self, frame_end: int, output_frames: list[int] | None, goals: np.ndarray | None, keep_nodes: bool
@@ -300,7 +298,8 @@ class SoftBodySimulator(Unbatched):
         self._load_goals(goals, n_frames)
         self._reset()
         d = self.device
-        taped = self.step_observer is not None  # the positions get a gradient array
+        recorder = self.step_recorder
+        taped = recorder is not None  # the positions get a gradient array
         positions = wp.zeros((len(frames), self.vertex_count), dtype=wp.vec3, device=d, requires_grad=taped)
         result = SoftBodyRollout(frames, positions)
         if keep_nodes:
@@ -316,8 +315,8 @@ class SoftBodySimulator(Unbatched):
             self._run_frame(fi, parity)
             parity = (parity + steps) % 2
             self._write(result, rows.get(f0 + fi + 1, []), parity)
-        if self.step_observer is not None:
-            self.step_observer(self.scene.states[parity])
+        if recorder is not None:
+            recorder.last(self.scene.states[parity])
         return result
 
     def _write(self, result: SoftBodyRollout, rows: list[int], parity: int) -> None:
@@ -351,18 +350,20 @@ class SoftBodySimulator(Unbatched):
             self._substeps(parity)
             self._warmed = True
             return
-        graph = self._graphs.get(parity)
+        # a recorded rollout's graphs also write its recorder's arrays: the recorder keeps them
+        graphs = self._graphs if self.step_recorder is None else self.step_recorder.graphs
+        graph = graphs.get(parity)
         if graph is None:
             with graph_capture(self.device) as capture:
                 self._substeps(parity)
-            graph = self._graphs[parity] = capture.graph
+            graph = graphs[parity] = capture.graph
         wp.capture_launch(graph)
 
     @property
     def use_graphs(self) -> bool:
         """Capture each frame's substeps as a graph (set ``graphs_enabled`` to False to
-        launch them one by one; a recorded rollout's observer reads every substep)."""
-        return self.graphs_enabled and self.step_observer is None
+        launch them one by one)."""
+        return self.graphs_enabled
 
     def _substeps(self, parity: int) -> None:
         scene = self.scene
@@ -392,6 +393,8 @@ class SoftBodySimulator(Unbatched):
                 )
             if scene.pipeline is not None:
                 scene.pipeline.collide(state_in, scene.contacts)
-            if self.step_observer is not None:
-                self.step_observer(state_in)
+            if self.step_recorder is not None:
+                self.step_recorder.before_step(state_in, state_out)
             scene.solver.step(state_in, state_out, self._control, scene.contacts, dt)
+            if self.step_recorder is not None:
+                self.step_recorder.after_step()
