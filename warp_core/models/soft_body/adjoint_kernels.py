@@ -11,7 +11,11 @@ Hessian it builds for the blocks, six times the work (0.40 ms against 0.065 ms a
 
 import warp as wp
 
-# the per-tet elastic and damping force (and the vertex's 3x3 block) VBD's solve evaluates
+# the per-tet elastic and damping force (and the vertex's 3x3 block) VBD's solve evaluates,
+# and the cofactor matrix it takes J F^-T as
+from newton._src.solvers.vbd.particle_vbd_kernels import (
+    compute_cofactor as cofactor,
+)
 from newton._src.solvers.vbd.particle_vbd_kernels import (
     evaluate_volumetric_neo_hookean_force_and_hessian as tet_force_and_hessian,
 )
@@ -44,26 +48,6 @@ def tet_forces(
     wp.atomic_add(blocks, tets[t, corner], block)
 
 
-@wp.func
-def cofactor(F: wp.mat33) -> wp.mat33:
-    """The cofactor matrix of ``F`` (``J F^-T`` without the inverse), entry by entry as
-    Newton's ``compute_cofactor``."""
-    F11, F21, F31 = F[0, 0], F[1, 0], F[2, 0]
-    F12, F22, F32 = F[0, 1], F[1, 1], F[2, 1]
-    F13, F23, F33 = F[0, 2], F[1, 2], F[2, 2]
-    return wp.mat33(
-        F22 * F33 - F23 * F32,
-        F23 * F31 - F21 * F33,
-        F21 * F32 - F22 * F31,
-        F13 * F32 - F12 * F33,
-        F11 * F33 - F13 * F31,
-        F12 * F31 - F11 * F32,
-        F12 * F23 - F13 * F22,
-        F13 * F21 - F11 * F23,
-        F11 * F22 - F12 * F21,
-    )
-
-
 @wp.kernel
 def tet_forces_only(
     x: wp.array(dtype=wp.vec3),
@@ -75,8 +59,8 @@ def tet_forces_only(
     forces: wp.array(dtype=wp.vec3),
 ):
     """Elastic plus damping force of tet t on its four nodes, as :func:`tet_forces` (Newton's
-    stable Neo-Hookean with its Lame-to-Neo-Hookean shift, and its damping on the rate of
-    ``F^T F``), accumulated per node. Written as one first Piola stress ``P``: the force on
+    stable Neo-Hookean with its Lame-to-Neo-Hookean shift and cofactor, and its damping on
+    the rate of ``F^T F``), accumulated per node. Written as one first Piola stress ``P``: the force on
     corner k (1-3) is ``-P`` times row k - 1 of ``Dm^-1``, corner 0's the others' negated sum;
     Newton's damping force on a corner, summed term by term, is ``2 F S`` times that row, with
     ``S`` the rate of ``F^T F`` over the substep."""
