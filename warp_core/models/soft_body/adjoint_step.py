@@ -46,11 +46,35 @@ class StepOperator:
         self.contacts: list | None = None
         self.contact_grads: tuple[wp.array, wp.array] | None = None
         self.contact_stiffness: tuple[np.ndarray, np.ndarray] | None = None  # ke, kd (host)
+        # the reverse launches, recorded once (the tets') or once a substep (the contacts'):
+        # a solve makes 20-40 of them a substep, and a recorded launch skips packing arguments
+        self.tet_inputs = [
+            self.x_end,
+            self.x_start,
+            model.tet_indices,
+            model.tet_poses,
+            model.tet_materials,
+            dt,
+        ]
+        self.reverse_launches = [
+            wp.launch(
+                tet_forces_only,
+                dim=model.tet_count,
+                inputs=self.tet_inputs,
+                outputs=[self.out],
+                adj_inputs=[self.grad_end, self.grad_start, None, None, self.grad_materials, 0.0],
+                adj_outputs=[self.seed],
+                adjoint=True,
+                device=d,
+                record_cmd=True,
+            )
+        ]
 
     def at(self, x_end: np.ndarray, x_start: np.ndarray, contacts: StepContacts | None) -> None:
         self.x_end.assign(x_end.astype(np.float32))
         self.x_start.assign(x_start.astype(np.float32))
         self.contacts = None
+        del self.reverse_launches[1:]
         if contacts is None or not len(contacts.particles):
             return
         d, n = self.device, len(contacts.particles)
@@ -78,34 +102,28 @@ class StepOperator:
         ]
         self.contact_grads = (wp.zeros(n, dtype=float, device=d), wp.zeros(n, dtype=float, device=d))
         self.contact_stiffness = (contacts.ke, contacts.kd)
+        # the inputs: x, x_prev, 6 contact records, ke, kd, mu, radius, margin, 2 scalars
+        adj_inputs = [self.grad_end, self.grad_start, *[None] * 6, *self.contact_grads, None, None, None]
+        contact_launch = wp.launch(
+            contact_forces,
+            dim=n,
+            inputs=[self.x_end, self.x_start, *self.contacts],
+            outputs=[self.out, self.blocks_out],
+            adj_inputs=[*adj_inputs, 0.0, 0.0],
+            adj_outputs=[self.seed, None],
+            adjoint=True,
+            device=d,
+            record_cmd=True,
+        )
+        self.reverse_launches[1:] = [contact_launch]
 
-    def _launch(self, reverse: bool = False) -> None:
-        """The forces into ``out`` and the blocks into ``blocks_out``; ``reverse``: the
-        products of ``seed`` with their derivatives into the gradient arrays instead."""
-        m = self.model
+    def _launch(self) -> None:
+        """The forces into ``out`` and the blocks into ``blocks_out``."""
         outputs = [self.out, self.blocks_out]
-        tet_inputs = [self.x_end, self.x_start, m.tet_indices, m.tet_poses, m.tet_materials, self.dt]
-        adjoint = {}
-        if reverse:
-            adjoint = {
-                "adj_inputs": [self.grad_end, self.grad_start, None, None, self.grad_materials, 0.0],
-                "adj_outputs": [self.seed],
-                "adjoint": True,
-            }
-            wp.launch(tet_forces_only, dim=m.tet_count, inputs=tet_inputs, outputs=[self.out], **adjoint)
-            adjoint["adj_outputs"] = [self.seed, None]
-        else:
-            wp.launch(tet_forces, dim=(m.tet_count, 4), inputs=tet_inputs, outputs=outputs)
-        if self.contacts is None:
-            return
-        if reverse:
-            ke_grad, kd_grad = self.contact_grads
-            # the inputs: x, x_prev, 6 contact records, ke, kd, mu, radius, margin, 2 scalars
-            adj_inputs = [self.grad_end, self.grad_start, *[None] * 6, ke_grad, kd_grad, None, None, None]
-            adjoint["adj_inputs"] = [*adj_inputs, 0.0, 0.0]
-        n = len(self.contact_grads[0])
-        inputs = [self.x_end, self.x_start, *self.contacts]
-        wp.launch(contact_forces, dim=n, inputs=inputs, outputs=outputs, **adjoint)
+        wp.launch(tet_forces, dim=(self.model.tet_count, 4), inputs=self.tet_inputs, outputs=outputs)
+        if self.contacts is not None:
+            inputs = [self.x_end, self.x_start, *self.contacts]
+            wp.launch(contact_forces, dim=len(self.contact_grads[0]), inputs=inputs, outputs=outputs)
 
     def forces(self) -> np.ndarray:
         self.out.zero_()
@@ -124,7 +142,8 @@ class StepOperator:
         if self.contacts is not None:
             for a in self.contact_grads:
                 a.zero_()
-        self._launch(reverse=True)
+        for launch in self.reverse_launches:
+            launch.launch()
 
     def product(self, p: np.ndarray) -> np.ndarray:
         """``(df/dx')^T p``."""
