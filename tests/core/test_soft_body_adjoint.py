@@ -38,8 +38,7 @@ def test_the_adjoint_matches_central_differences_of_the_rollout() -> None:
     """Loss 0.5 |x - target|^2 over three frames of 30; central differences at +-1 % of each
     parameter. 60 VBD iterations a substep bring every step's residual to the float32 floor
     (7e-5 of its inertia term; 300 iterations leave the same). Measured: E, nu, damping
-    time and density within 4.5e-4 of the differences, solved directly and by BiCGStab
-    (at most 13 iterations a substep) alike. The
+    time and density within 4.5e-4 of the differences; 13 CG iterations a substep. The
     per-tet materials' gradient, summed over the lower half, gives that region's stiffness within
     1.8e-4."""
     sim, goals, targets = hanging_block()
@@ -53,12 +52,7 @@ def test_the_adjoint_matches_central_differences_of_the_rollout() -> None:
     _, x = loss(start)
     gradient = soft_body_gradient(sim, 1 + FRAMES, LOSS_FRAMES, x - targets, goals)
     assert gradient.residual < 2e-4
-    assert gradient.solve_products == 0  # a small body: each substep solved directly
-    # BiCGStab on the products, as a large body takes it: the same gradient
-    iterative = soft_body_gradient(sim, 1 + FRAMES, LOSS_FRAMES, x - targets, goals, solver="iterative")
-    assert 0 < iterative.solve_products < 100
-    for name, value in gradient.parameters.items():
-        assert iterative.parameters[name] == pytest.approx(value, rel=2e-5), name
+    assert 0 < gradient.solve_products < 100
     for name, value in start.items():
         h = 0.01 * value
         up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
@@ -107,10 +101,6 @@ def assert_dropped_block_gradient(sim: SoftBodySimulator, frames: int, loss_fram
     _, x = loss(start)
     gradient = soft_body_gradient(sim, 1 + frames, loss_frames, x - targets)
     assert gradient.residual < 2e-4
-    # the contacts' blocks (friction makes them unsymmetric) in the direct solve: as BiCGStab
-    iterative = soft_body_gradient(sim, 1 + frames, loss_frames, x - targets, solver="iterative")
-    for name, value in gradient.parameters.items():
-        assert iterative.parameters[name] == pytest.approx(value, rel=2e-5), name
     for name, value in start.items():
         h = 0.01 * value
         up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]

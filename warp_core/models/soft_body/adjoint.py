@@ -11,9 +11,8 @@ of the ground and the colliders; ``theta``: each tet's materials, the contacts' 
 and the nodes' masses), and then ``v' = (x' - x) / dt``. At such an ``x'``, ``dx' = -H^-1 dr`` with
 ``H = dr/dx' = M / dt^2 - df/dx'``, so the adjoint of ``x'`` (``xbar'``, what the loss and
 the later steps ask of it) becomes ``lam = H^-T xbar'``, one linear solve a substep
-(direct on a small body, ``adjoint_direct``; else BiCGStab, ``adjoint_step``), and is
-carried to the step's inputs and parameters by the partial derivatives of ``r``:
-``xbar += M / dt^2 lam + (df/dx)^T lam``, ``vbar += M / dt lam``,
+(``adjoint_step``), and is carried to the step's inputs and parameters by the partial
+derivatives of ``r``: ``xbar += M / dt^2 lam + (df/dx)^T lam``, ``vbar += M / dt lam``,
 ``materials_bar += (df/dmaterials)^T lam``, ``density_bar -= lam . (u (x' - y)) / dt^2``
 (``u``: the node masses per unit density).
 
@@ -40,7 +39,6 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_direct import DIRECT_MAX_UNKNOWNS, DirectSolve
 from .adjoint_step import StepOperator, solve_adjoint
 from .materials import parameter_gradient
 from .params import GRADIENT_KIND, PARAMETER_NAMES
@@ -65,7 +63,7 @@ class SoftBodyGradient:
     parameters: dict[str, float]  # every one of PARAMETER_NAMES
     tet_materials: np.ndarray  # (T, 3): d loss / d (k_mu, k_lambda, k_damp) of every tet
     residual: float  # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (0: converged)
-    solve_products: int  # the most Hessian products any substep's adjoint solve took (0: direct)
+    solve_products: int  # the most Hessian products any substep's adjoint solve took
 
 
 def _node_grads(sim: SoftBodySimulator, output_frames: list[int], position_grads: np.ndarray) -> dict:
@@ -88,13 +86,12 @@ def soft_body_gradient(
     output_frames: list[int],
     position_grads: np.ndarray,
     goals: np.ndarray | None = None,
-    solver: str = "auto",
 ) -> SoftBodyGradient:
     """d loss / d parameters of a rollout to ``frame_end``, given d loss / d (the embedded
     mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3): a
-    recorded rollout, then :func:`backward` (``solver`` as there)."""
+    recorded rollout, then :func:`backward`."""
     recording, _ = _recorded(sim, frame_end, lambda: sim.rollout(frame_end, output_frames, goals))
-    return backward(sim, recording, output_frames, position_grads, solver)
+    return backward(sim, recording, output_frames, position_grads)
 
 
 def _recorded(sim: SoftBodySimulator, frame_end: int, run: Callable[[], Any]) -> tuple[Recording, Any]:
@@ -144,16 +141,10 @@ def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, frame_end: int, run: C
 
 
 def backward(
-    sim: SoftBodySimulator,
-    recorder: Recording,
-    output_frames: list[int],
-    position_grads: np.ndarray,
-    solver: str = "auto",
+    sim: SoftBodySimulator, recorder: Recording, output_frames: list[int], position_grads: np.ndarray
 ) -> SoftBodyGradient:
     """The adjoint of the rollout ``recorder`` holds, given d loss / d (the embedded mesh's
-    positions at ``output_frames``), shape (len(output_frames), vertices, 3). ``solver``:
-    each substep's solve "direct" (``adjoint_direct``), "iterative" (BiCGStab) or "auto"
-    (direct up to ``DIRECT_MAX_UNKNOWNS`` free coordinates)."""
+    positions at ``output_frames``), shape (len(output_frames), vertices, 3)."""
     position_grads = np.asarray(position_grads, dtype=np.float64)
     if position_grads.shape != (len(output_frames), sim.vertex_count, 3):
         raise ValueError(
@@ -172,10 +163,6 @@ def backward(
     gravity = np.asarray(settings.gravity, dtype=np.float64)
     weight = float(np.linalg.norm(mass) * np.linalg.norm(gravity))
     op = StepOperator(sim, dt)
-    if solver not in ("auto", "direct", "iterative"):
-        raise ValueError(f"solver must be 'auto', 'direct' or 'iterative', got {solver!r}")
-    small = 3 * int(free.sum()) <= DIRECT_MAX_UNKNOWNS
-    direct = DirectSolve(sim, dt) if solver == "direct" or (solver == "auto" and small) else None
     x_bar = np.zeros((sim.node_count, 3))
     v_bar = np.zeros((sim.node_count, 3))
     materials_bar = np.zeros((sim.tet_count, 3))
@@ -193,10 +180,7 @@ def backward(
         worst_residual = max(worst_residual, float(np.linalg.norm(residual) / scale))
 
         end_bar = x_bar + v_bar / dt + node_grads.get(n, 0.0)
-        if direct is not None:
-            lam, products = direct.solve(op, x_end[n], x_start, mass / dt**2, end_bar), 0
-        else:
-            lam, products = solve_adjoint(op, mass / dt**2, end_bar)
+        lam, products = solve_adjoint(op, mass / dt**2, end_bar)
         most_products = max(most_products, products)
         f_start_bar, f_materials_bar, f_contact_bar = op.pullback(lam)
         materials_bar += f_materials_bar
