@@ -120,7 +120,7 @@ def record_run(out: dict) -> None:
     }
     notes = [
         "forward: a rollout at a new Young's modulus (its graphs captured again, as in a fit); "
-        "gradient: a rollout recorded kernel by kernel, then the adjoint"
+        "gradient: the same rollout recorded (its own graphs captured), then the adjoint"
     ]
     record("soft_body_cpu_fit", summary, (headers, rows), notes)
 
