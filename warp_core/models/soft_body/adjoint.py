@@ -64,6 +64,9 @@ class SoftBodyGradient:
     tet_materials: np.ndarray  # (T, 3): d loss / d (k_mu, k_lambda, k_damp) of every tet
     residual: float  # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (0: converged)
     solve_products: int  # the most Hessian products any substep's adjoint solve took
+    # the largest residual any substep's solve ended at, relative to its right-hand side
+    # (``adjoint_step.SOLVE_TOLERANCE``, up to ``SOLVE_ACCEPT`` on a stiff body)
+    solve_residual: float = 0.0
 
 
 def _node_grads(sim: SoftBodySimulator, output_frames: list[int], position_grads: np.ndarray) -> dict:
@@ -167,7 +170,7 @@ def backward(
     v_bar = np.zeros((sim.node_count, 3))
     materials_bar = np.zeros((sim.tet_count, 3))
     density_bar = contact_bar = 0.0
-    worst_residual, most_products = 0.0, 0
+    worst_residual, most_products, worst_solve = 0.0, 0, 0.0
     last = max(node_grads, default=-1)  # later steps move no position the loss reads
     for n in reversed(range(min(last + 1, n_steps))):
         x_start, v_start = recorder.x[n], recorder.v[n]
@@ -180,8 +183,8 @@ def backward(
         worst_residual = max(worst_residual, float(np.linalg.norm(residual) / scale))
 
         end_bar = x_bar + v_bar / dt + node_grads.get(n, 0.0)
-        lam, products = solve_adjoint(op, mass / dt**2, end_bar)
-        most_products = max(most_products, products)
+        lam, products, solve_residual = solve_adjoint(op, mass / dt**2, end_bar)
+        most_products, worst_solve = max(most_products, products), max(worst_solve, solve_residual)
         f_start_bar, f_materials_bar, f_contact_bar = op.pullback(lam)
         materials_bar += f_materials_bar
         contact_bar += f_contact_bar
@@ -194,4 +197,4 @@ def backward(
     found = parameter_gradient(settings, sim.materials.tet_weights, materials_bar, contact_bar)
     sim.materials.keep_gradient(settings, found.per_tet)
     parameters = {**found.parameters, "density": density_bar}
-    return SoftBodyGradient(parameters, materials_bar, worst_residual, most_products)
+    return SoftBodyGradient(parameters, materials_bar, worst_residual, most_products, worst_solve)
