@@ -83,6 +83,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the CPU: Levenberg-Marquardt on finite differences against L-BFGS on the adjoint, and one "
         "adjoint gradient against one forward rollout",
     ),
+    "soft_body_regions": Benchmark(
+        "bench/soft_body_regions.py",
+        "per-region soft-body stiffness (a swung bar in 3 to 9 painted slices of hidden Young's "
+        "modulus) fitted on the CPU by Levenberg-Marquardt on finite differences and by L-BFGS on "
+        "the adjoint: which is faster as the regions grow",
+    ),
     "fabric_device": Benchmark(
         "bench/fabric_device.py",
         "the fabric rigs and a whole fabric fit from lab numbers (weight, bending length, drape "
