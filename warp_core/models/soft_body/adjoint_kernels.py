@@ -4,18 +4,16 @@ Newton's VBD balances in a substep, evaluated by the very functions its solve ca
 products (the step's Hessian times a vector, and the forces' derivatives by the previous
 positions and by the tets' materials) come from Warp's adjoint of the same code.
 
-The tets' products come from :func:`tet_forces_only`, the same force written per tet without
-the 3 x 3 blocks: Warp's reverse of Newton's function also runs back through the 9 x 9
-Hessian it builds for the blocks, six times the work (0.40 ms against 0.065 ms a product on a
-162-tet body on the CPU); the two forces agree to float32 rounding (a test holds them to it)."""
+The tets' products come from the same force written per tet without the 3 x 3 blocks
+(:func:`tet_forces_only`, in float64 ``tet_forces_only64``): Warp's reverse of Newton's
+function also runs back through the 9 x 9 Hessian it builds for the blocks, six times the work
+(0.40 ms against 0.065 ms a product on a 162-tet body on the CPU). In float32 the two forces
+agree to rounding (a test holds them to it); the products are taken in float64, whose rounding
+stays below the adjoint solve's tolerance on bodies up to about 2e7 Pa."""
 
 import warp as wp
 
-# the per-tet elastic and damping force (and the vertex's 3x3 block) VBD's solve evaluates,
-# and the cofactor matrix it takes J F^-T as
-from newton._src.solvers.vbd.particle_vbd_kernels import (
-    compute_cofactor as cofactor,
-)
+# the per-tet elastic and damping force (and the vertex's 3x3 block) VBD's solve evaluates
 from newton._src.solvers.vbd.particle_vbd_kernels import (
     evaluate_volumetric_neo_hookean_force_and_hessian as tet_force_and_hessian,
 )
@@ -48,47 +46,73 @@ def tet_forces(
     wp.atomic_add(blocks, tets[t, corner], block)
 
 
-@wp.kernel
-def tet_forces_only(
-    x: wp.array(dtype=wp.vec3),
-    x_prev: wp.array(dtype=wp.vec3),
-    tets: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat33),
-    materials: wp.array2d(dtype=float),
-    dt: float,
-    forces: wp.array(dtype=wp.vec3),
-):
+def _tet_forces_only(scalar: type, vec3: type, mat33: type):  # noqa: ANN202 (a Warp kernel)
     """Elastic plus damping force of tet t on its four nodes, as :func:`tet_forces` (Newton's
-    stable Neo-Hookean with its Lame-to-Neo-Hookean shift and cofactor, and its damping on
-    the rate of ``F^T F``), accumulated per node. Written as one first Piola stress ``P``: the force on
-    corner k (1-3) is ``-P`` times row k - 1 of ``Dm^-1``, corner 0's the others' negated sum;
-    Newton's damping force on a corner, summed term by term, is ``2 F S`` times that row, with
-    ``S`` the rate of ``F^T F`` over the substep."""
-    t = wp.tid()
-    i0, i1, i2, i3 = tets[t, 0], tets[t, 1], tets[t, 2], tets[t, 3]
-    dm_inv = poses[t]
-    rest_volume = 1.0 / (wp.determinant(dm_inv) * 6.0)
-    v0 = x[i0]
-    F = wp.matrix_from_cols(x[i1] - v0, x[i2] - v0, x[i3] - v0) * dm_inv
-    mu = materials[t, 0]
-    lmbd_nh = materials[t, 1] + mu
-    lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), 1e-6)
-    alpha = 1.0 + mu / lmbd_safe
-    stress = rest_volume * (mu * F + lmbd_nh * (wp.determinant(F) - alpha) * cofactor(F))
-    damping = materials[t, 2]
-    if damping > 0.0:
-        p0 = x_prev[i0]
-        f_prev = wp.matrix_from_cols(x_prev[i1] - p0, x_prev[i2] - p0, x_prev[i3] - p0) * dm_inv
-        rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
-        stress = stress + rest_volume * damping * 2.0 * F * rate
-    corner = -(stress * wp.transpose(dm_inv))  # column k - 1: the force on corner k
-    f1 = wp.vec3(corner[0, 0], corner[1, 0], corner[2, 0])
-    f2 = wp.vec3(corner[0, 1], corner[1, 1], corner[2, 1])
-    f3 = wp.vec3(corner[0, 2], corner[1, 2], corner[2, 2])
-    wp.atomic_add(forces, i1, f1)
-    wp.atomic_add(forces, i2, f2)
-    wp.atomic_add(forces, i3, f3)
-    wp.atomic_add(forces, i0, -(f1 + f2 + f3))
+    stable Neo-Hookean with its Lame-to-Neo-Hookean shift and cofactor, and its damping on the
+    rate of ``F^T F``), accumulated per node, in the precision of ``scalar``. Written as one
+    first Piola stress ``P``: the force on corner k (1-3) is ``-P`` times row k - 1 of
+    ``Dm^-1``, corner 0's the others' negated sum; Newton's damping force on a corner, summed
+    term by term, is ``2 F S`` times that row, with ``S`` the rate of ``F^T F``."""
+
+    @wp.func
+    def cofactor_of(F: mat33) -> mat33:
+        # Newton's compute_cofactor, entry by entry, in this precision
+        return mat33(
+            F[1, 1] * F[2, 2] - F[1, 2] * F[2, 1],
+            F[1, 2] * F[2, 0] - F[1, 0] * F[2, 2],
+            F[1, 0] * F[2, 1] - F[1, 1] * F[2, 0],
+            F[0, 2] * F[2, 1] - F[0, 1] * F[2, 2],
+            F[0, 0] * F[2, 2] - F[0, 2] * F[2, 0],
+            F[0, 1] * F[2, 0] - F[0, 0] * F[2, 1],
+            F[0, 1] * F[1, 2] - F[0, 2] * F[1, 1],
+            F[0, 2] * F[1, 0] - F[0, 0] * F[1, 2],
+            F[0, 0] * F[1, 1] - F[0, 1] * F[1, 0],
+        )
+
+    @wp.kernel(module="unique")
+    def kernel(
+        x: wp.array(dtype=vec3),
+        x_prev: wp.array(dtype=vec3),
+        tets: wp.array2d(dtype=wp.int32),
+        poses: wp.array(dtype=mat33),
+        materials: wp.array2d(dtype=scalar),
+        dt: scalar,
+        forces: wp.array(dtype=vec3),
+    ):
+        t = wp.tid()
+        i0, i1, i2, i3 = tets[t, 0], tets[t, 1], tets[t, 2], tets[t, 3]
+        dm_inv = poses[t]
+        rest_volume = scalar(1.0) / (wp.determinant(dm_inv) * scalar(6.0))
+        v0 = x[i0]
+        F = wp.matrix_from_cols(x[i1] - v0, x[i2] - v0, x[i3] - v0) * dm_inv
+        mu = materials[t, 0]
+        lmbd_nh = materials[t, 1] + mu
+        lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), scalar(1e-6))
+        alpha = scalar(1.0) + mu / lmbd_safe
+        stress = rest_volume * (mu * F + lmbd_nh * (wp.determinant(F) - alpha) * cofactor_of(F))
+        damping = materials[t, 2]
+        if damping > scalar(0.0):
+            p0 = x_prev[i0]
+            f_prev = wp.matrix_from_cols(x_prev[i1] - p0, x_prev[i2] - p0, x_prev[i3] - p0) * dm_inv
+            rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
+            stress = stress + rest_volume * damping * scalar(2.0) * F * rate
+        corner = -(stress * wp.transpose(dm_inv))  # column k - 1: the force on corner k
+        f1 = vec3(corner[0, 0], corner[1, 0], corner[2, 0])
+        f2 = vec3(corner[0, 1], corner[1, 1], corner[2, 1])
+        f3 = vec3(corner[0, 2], corner[1, 2], corner[2, 2])
+        wp.atomic_add(forces, i1, f1)
+        wp.atomic_add(forces, i2, f2)
+        wp.atomic_add(forces, i3, f3)
+        wp.atomic_add(forces, i0, -(f1 + f2 + f3))
+
+    return kernel
+
+
+# in Newton's float32, to compare with its own function; and in float64 for the adjoint's
+# products: on a stiff body (eigenvalues of H over five decades) float32 products leave a
+# noise above 1e-6 of the solve's right-hand side, float64 ones do not
+tet_forces_only = _tet_forces_only(wp.float32, wp.vec3, wp.mat33)
+tet_forces_only64 = _tet_forces_only(wp.float64, wp.vec3d, wp.mat33d)
 
 
 @wp.kernel

@@ -16,20 +16,20 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only
+from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only64
 from .recording import StepContacts
 
 __all__ = ["StepOperator", "solve_adjoint"]
 
 SOLVE_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 SOLVE_MAX_ITERATIONS = 500
-# A stiff, heavily damped body (E 2e6 Pa, damping 0.12 s on a 64-node sphere: eigenvalues of H
-# from 400 to 8e6) puts the float32 products' noise above 1e-6 of the right-hand side:
-# BiCGStab's true residual bottoms out near 1e-4 after ~70 products and then climbs, while its
-# recursive residual drifts away from it. So every SOLVE_CHECK iterations the solve replaces the
-# recursive residual by the true one and keeps the best iterate by it, stops once
-# SOLVE_STALL products have not bettered it, and takes it where it is within SOLVE_ACCEPT
-# (an error of that order in one substep's adjoint).
+# A stiff body puts the products' rounding above 1e-6 of the right-hand side: with float32
+# tet products from about 3e5 Pa on a 64-node sphere, with the float64 ones from about 2e7 Pa
+# (the contacts stay float32), where BiCGStab's true residual bottoms out and then climbs while
+# its recursive residual drifts away from it. So every SOLVE_CHECK iterations the solve
+# replaces the recursive residual by the true one and keeps the best iterate by it, stops once
+# SOLVE_STALL products have not bettered it, and takes it where it is within SOLVE_ACCEPT (an
+# error of that order in one substep's adjoint).
 SOLVE_CHECK = 10  # iterations (two products each)
 SOLVE_STALL = 100
 SOLVE_ACCEPT = 1e-3
@@ -52,12 +52,15 @@ class StepOperator:
             wp.zeros(self.nodes, dtype=wp.vec3, device=d) for _ in range(6)
         )
         self.blocks_out = wp.zeros(self.nodes, dtype=wp.mat33, device=d)
-        self.grad_materials = wp.zeros_like(model.tet_materials)
+        # the tets' products in float64 (``adjoint_kernels``), the contacts' in Newton's float32
+        self.x_end64, self.x_start64, self.seed64, out64, self.grad_end64, self.grad_start64 = (
+            wp.zeros(self.nodes, dtype=wp.vec3d, device=d) for _ in range(6)
+        )
+        materials64 = wp.array(model.tet_materials.numpy().astype(np.float64), dtype=wp.float64, device=d)
+        self.grad_materials = wp.zeros_like(materials64)
         self.contacts: list | None = None
         self.contact_grads: tuple[wp.array, wp.array] | None = None
         self.contact_stiffness: tuple[np.ndarray, np.ndarray] | None = None  # ke, kd (host)
-        # the reverse launches, recorded once (the tets') or once a substep (the contacts'):
-        # a solve makes 20-40 of them a substep, and a recorded launch skips packing arguments
         self.tet_inputs = [
             self.x_end,
             self.x_start,
@@ -66,14 +69,17 @@ class StepOperator:
             model.tet_materials,
             dt,
         ]
+        poses64 = wp.array(model.tet_poses.numpy().astype(np.float64), dtype=wp.mat33d, device=d)
+        # the reverse launches, recorded once (the tets') or once a substep (the contacts'):
+        # a solve makes 20-40 of them a substep, and a recorded launch skips packing arguments
         self.reverse_launches = [
             wp.launch(
-                tet_forces_only,
+                tet_forces_only64,
                 dim=model.tet_count,
-                inputs=self.tet_inputs,
-                outputs=[self.out],
-                adj_inputs=[self.grad_end, self.grad_start, None, None, self.grad_materials, 0.0],
-                adj_outputs=[self.seed],
+                inputs=[self.x_end64, self.x_start64, model.tet_indices, poses64, materials64, float(dt)],
+                outputs=[out64],
+                adj_inputs=[self.grad_end64, self.grad_start64, None, None, self.grad_materials, 0.0],
+                adj_outputs=[self.seed64],
                 adjoint=True,
                 device=d,
                 record_cmd=True,
@@ -83,6 +89,8 @@ class StepOperator:
     def at(self, x_end: np.ndarray, x_start: np.ndarray, contacts: StepContacts | None) -> None:
         self.x_end.assign(x_end.astype(np.float32))
         self.x_start.assign(x_start.astype(np.float32))
+        self.x_end64.assign(x_end)
+        self.x_start64.assign(x_start)
         self.contacts = None
         del self.reverse_launches[1:]
         if contacts is None or not len(contacts.particles):
@@ -147,7 +155,8 @@ class StepOperator:
 
     def _reverse(self, p: np.ndarray) -> None:
         self.seed.assign(p.astype(np.float32))
-        for a in (self.grad_end, self.grad_start, self.grad_materials):
+        self.seed64.assign(p)
+        for a in (self.grad_end, self.grad_start, self.grad_end64, self.grad_start64, self.grad_materials):
             a.zero_()
         if self.contacts is not None:
             for a in self.contact_grads:
@@ -158,7 +167,7 @@ class StepOperator:
     def product(self, p: np.ndarray) -> np.ndarray:
         """``(df/dx')^T p``."""
         self._reverse(p)
-        return self.grad_end.numpy().astype(np.float64)
+        return self.grad_end64.numpy() + self.grad_end.numpy()
 
     def pullback(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """``((df/dx)^T p, (df/dmaterials)^T p, (df/dlog ke)^T p)``: the last with every
@@ -170,8 +179,8 @@ class StepOperator:
             ke_grad, kd_grad = (g.numpy().astype(np.float64) for g in self.contact_grads)
             contact = float(ke_grad @ ke + kd_grad @ kd)
         return (
-            self.grad_start.numpy().astype(np.float64),
-            self.grad_materials.numpy().astype(np.float64),
+            self.grad_start64.numpy() + self.grad_start.numpy(),
+            self.grad_materials.numpy(),
             contact,
         )
 
