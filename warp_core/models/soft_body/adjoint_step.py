@@ -87,10 +87,9 @@ class StepOperator:
         ]
 
     def at(self, x_end: np.ndarray, x_start: np.ndarray, contacts: StepContacts | None) -> None:
-        self.x_end.assign(x_end.astype(np.float32))
-        self.x_start.assign(x_start.astype(np.float32))
-        self.x_end64.assign(x_end)
-        self.x_start64.assign(x_start)
+        ends = (self.x_end, self.x_start, self.x_end64, self.x_start64)
+        for array, values in zip(ends, (x_end, x_start) * 2, strict=True):
+            _fill(array, values)
         self.contacts = None
         del self.reverse_launches[1:]
         if contacts is None or not len(contacts.particles):
@@ -153,26 +152,32 @@ class StepOperator:
         """VBD's 3 x 3 vertex blocks of ``-df/dx'`` (after :meth:`forces`)."""
         return self.blocks_out.numpy().astype(np.float64)
 
-    def _reverse(self, p: np.ndarray) -> None:
-        self.seed.assign(p.astype(np.float32))
-        self.seed64.assign(p)
-        for a in (self.grad_end, self.grad_start, self.grad_end64, self.grad_start64, self.grad_materials):
+    def _reverse(self, p: np.ndarray, pullback: bool) -> None:
+        """The reverse launches seeded with ``p``; only the gradients a product reads are
+        zeroed first, unless for a ``pullback``."""
+        _fill(self.seed64, p)
+        if self.contacts is not None:  # the contacts' half is float32
+            _fill(self.seed, p)
+        read = [self.grad_end, self.grad_end64]
+        if pullback:
+            read += [self.grad_start, self.grad_start64, self.grad_materials]
+            read += list(self.contact_grads) if self.contacts is not None else []
+        for a in read:
             a.zero_()
-        if self.contacts is not None:
-            for a in self.contact_grads:
-                a.zero_()
         for launch in self.reverse_launches:
             launch.launch()
 
     def product(self, p: np.ndarray) -> np.ndarray:
         """``(df/dx')^T p``."""
-        self._reverse(p)
+        self._reverse(p, pullback=False)
+        if self.contacts is None:  # the float32 half holds nothing
+            return self.grad_end64.numpy()
         return self.grad_end64.numpy() + self.grad_end.numpy()
 
     def pullback(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """``((df/dx)^T p, (df/dmaterials)^T p, (df/dlog ke)^T p)``: the last with every
         contact's stiffness and damping scaled together (as Young's modulus scales them)."""
-        self._reverse(p)
+        self._reverse(p, pullback=True)
         contact = 0.0
         if self.contacts is not None:
             ke, kd = self.contact_stiffness
@@ -183,6 +188,15 @@ class StepOperator:
             self.grad_materials.numpy(),
             contact,
         )
+
+
+def _fill(array: wp.array, values: np.ndarray) -> None:
+    """``values`` into ``array``: on the CPU straight into its memory (``assign`` builds a
+    temporary array first, about 45 us, and a solve writes thousands), else by ``assign``."""
+    if array.device.is_cpu:
+        array.numpy()[...] = values
+    else:
+        array.assign(values.astype(np.float64 if array.dtype == wp.vec3d else np.float32))
 
 
 def inverse_3x3(m: np.ndarray) -> np.ndarray:
