@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core"), str(ROOT / "bench")]
 
 from results import record  # noqa: E402
-from soft_body_meshes import box_mesh  # noqa: E402
+from soft_body_meshes import box_mesh, swinging_goals  # noqa: E402
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
 from warp_core.fit.problem.maps import MapSpec  # noqa: E402
@@ -53,8 +53,7 @@ def problem(regions: int) -> tuple[FitProblem, dict[str, float]]:
     mesh.young_modulus_weight = (stiffness - E_LOW) / (E_HIGH - E_LOW)
     cells = CELLS_PER_REGION * regions
     hidden = SoftBodyParams(young_modulus=E_LOW, young_modulus_max=E_HIGH, damping=0.02, lattice_cells=cells)
-    goals = np.repeat(mesh.vertices[None], FRAMES_N + 1, axis=0)
-    goals[:, :, 0] += 0.08 * np.sin(np.linspace(0.0, 4.0, FRAMES_N + 1))[:, None]
+    goals = swinging_goals(mesh, FRAMES_N, 0.08, 4.0)
     frames = list(range(3, FRAMES_N + 2, 2))
     x = SoftBodySimulator(mesh, hidden).rollout(1 + FRAMES_N, frames, goals).numpy()
     mesh.young_modulus_weight = None

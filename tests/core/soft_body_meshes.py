@@ -76,3 +76,11 @@ def sphere_mesh(
         polys += [[ring(r, k), ring(r + 1, k), ring(r + 1, k + 1), ring(r, k + 1)] for k in range(segments)]
     polys += [[south, ring(rings - 2, k + 1), ring(rings - 2, k)] for k in range(segments)]
     return ClothMesh.from_polygons(np.array(verts) + np.asarray(centre, float), polys)
+
+
+def swinging_goals(mesh: ClothMesh, frames: int, reach: float, turns: float) -> np.ndarray:
+    """Pin goals for ``frames`` frames: the mesh swung ``reach`` metres along x, ``sin`` over
+    ``turns`` radians."""
+    goals = np.repeat(mesh.vertices[None], frames + 1, axis=0)
+    goals[:, :, 0] += reach * np.sin(np.linspace(0.0, turns, frames + 1))[:, None]
+    return goals

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from soft_body_meshes import box_mesh
+from soft_body_meshes import box_mesh, swinging_goals
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit
 from warp_core.fit.problem.maps import MapSpec
@@ -16,12 +16,6 @@ from warp_core.models.soft_body.materials import TetBlend
 
 FRAMES = 30
 LOSS_FRAMES = [11, 21, 31]
-
-
-def swinging_goals(mesh, frames: int, reach: float, turns: float) -> np.ndarray:
-    goals = np.repeat(mesh.vertices[None], frames + 1, axis=0)
-    goals[:, :, 0] += reach * np.sin(np.linspace(0.0, turns, frames + 1))[:, None]
-    return goals
 
 
 def test_a_uniform_weight_is_the_blended_material() -> None:
