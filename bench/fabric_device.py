@@ -1,8 +1,11 @@
 """The fabric fit on one device: each virtual test rig run once at a poplin-like fabric's
-settings (10 mm quads), then the whole fit from its lab numbers (weight 150 g/m^2, bending
-length 25 mm, drape coefficient 0.65, 2.5 % along the grain and 8 % on the bias at 500 gf/cm).
+settings (10 mm quads), the drape also at four settings at once (what its search reads on a
+GPU), then whole fits from lab numbers (``FITS``: a poplin with all five numbers, and fabrics
+from chiffon to twill with weight, bending length, drape coefficient and elongation or some
+of them), one after the other in one process.
 
-    python bench/fabric_device.py [--device auto|cpu|cuda:0] [--precision float64] [--out FILE.json]
+    python bench/fabric_device.py [--device auto|cpu|cuda:0] [--precision float64]
+                                  [--fits poplin,chiffon,...] [--out FILE.json]
     python bench/fabric_device.py --record-from FILE.json  (record a run another machine wrote)
 
 Each rig runs once untimed first (kernel loading and graph capture), then timed. The drape
@@ -33,6 +36,7 @@ from warp_core.rigs import (  # noqa: E402
     fit_fabric,
     run_cantilever,
     run_drape,
+    run_drapes,
     run_strip,
     vertex_mass,
 )
@@ -42,6 +46,13 @@ from warp_core.rigs.tensile import strip_mesh  # noqa: E402
 
 EDGE_M = 0.01
 NUMBERS = FabricNumbers(150.0, 25.0, 0.65, elongation_percent=2.5, bias_elongation_percent=8.0)
+# whole fits: weight g/m^2, bending length mm, drape coefficient, elongation % (500 gf/cm)
+FITS = {
+    "poplin": NUMBERS,
+    "chiffon": FabricNumbers(60.0, 10.0, 0.25, elongation_percent=5.0),
+    "shirting": FabricNumbers(130.0, 20.0, 0.5),
+    "twill": FabricNumbers(220.0, None, 0.7, elongation_percent=2.0),
+}
 # about what the fit finds for NUMBERS (tension, shear, bending)
 SETTINGS = ClothParams(quality=10).replace(
     mass=vertex_mass(150.0, EDGE_M),
@@ -68,6 +79,7 @@ def main() -> int:
     )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", default="float64", choices=["float32", "float64"])
+    parser.add_argument("--fits", default=",".join(FITS), help="whole fits to run, of: " + ", ".join(FITS))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--record-from", type=Path, help="record the run a --out file holds, and stop")
     args = parser.parse_args()
@@ -96,48 +108,69 @@ def main() -> int:
         if on.startswith("cuda"):
             out["device_name"] = wp.get_device(on).name
         print(f"{name}: {seconds:.2f} s on {on}, {reading.frames} frames", flush=True)
-    start = time.perf_counter()
-    result = fit_fabric(NUMBERS, EDGE_M, device=args.device, precision=args.precision)
-    out["fit"] = {
-        "seconds": time.perf_counter() - start,
-        "outcome": result.outcome,
-        "devices": result.device,
-        "settings": {f: getattr(result.settings, f) for f in result.fitted},
-        "rigs": [
-            {
-                "rig": r.rig,
-                "requested": r.requested,
-                "reading": r.reading,
-                "outcome": r.outcome,
-                "runs": r.runs,
-            }
-            for r in result.rigs
-        ],
+    drape_at = placed_device(args.device, rigs["drape"][2].vertex_count, args.precision).device
+    shears = [SETTINGS.replace(shear_stiffness=v, shear_stiffness_max=v) for v in (0.03, 0.01, 3e-3, 1e-3)]
+    seconds, readings = timed(run_drapes, shears, drape, drape_at, args.precision)
+    out["rig_runs"]["drape x4 settings"] = {
+        "seconds": seconds,
+        "frames": max(r.frames for r in readings),
+        "device": drape_at,
     }
-    print(json.dumps(out["fit"], indent=1), flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"drape at 4 settings: {seconds:.2f} s on {drape_at}", flush=True)
+    out["fits"] = {}
+    for name in filter(None, args.fits.split(",")):
+        numbers = FITS[name]
+        start = time.perf_counter()
+        result = fit_fabric(numbers, EDGE_M, device=args.device, precision=args.precision)
+        out["fits"][name] = {
+            "numbers": numbers.__dict__,
+            "seconds": time.perf_counter() - start,
+            "outcome": result.outcome,
+            "devices": result.device,
+            "settings": {f: getattr(result.settings, f) for f in result.fitted},
+            "rigs": [
+                {
+                    "rig": r.rig,
+                    "requested": r.requested,
+                    "reading": r.reading,
+                    "outcome": r.outcome,
+                    "runs": r.runs,
+                    "seconds": r.seconds,
+                }
+                for r in result.rigs
+            ],
+        }
+        print(name, json.dumps(out["fits"][name]), flush=True)
+        if args.out:  # after each fit: a run cut short keeps the fits it finished
+            args.out.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
 def record(out: dict) -> None:
     """A run's figures into ``bench/results/fabric_device.json`` and the benchmarks page."""
-    fit = out["fit"]
-    summary = {
-        "device": out["device"],
-        "precision": out["precision"],
-        "whole fit seconds": round(fit["seconds"], 1),
-        "whole fit outcome": fit["outcome"],
-    } | {f"{name} run seconds": round(r["seconds"], 2) for name, r in out["rig_runs"].items()}
-    if "devices" in fit:  # where each rig ran ("auto" places them by size)
-        summary["whole fit devices"] = fit["devices"]
-    headers = ["rig", "requested", "reading", "outcome", "runs"]
-    rows = [
-        [r["rig"], f"{r['requested']:g}", f"{r['reading']:.4g}", r["outcome"], str(r["runs"])]
-        for r in fit["rigs"]
-    ]
+    fits = out["fits"]
+    summary = {"device": out["device"], "precision": out["precision"]}
+    summary |= {f"{name} fit seconds": round(fit["seconds"], 1) for name, fit in fits.items()}
+    summary |= {f"{name} run seconds": round(r["seconds"], 2) for name, r in out["rig_runs"].items()}
+    headers = ["fabric", "seconds", "outcome", "rig", "requested", "reading", "rig outcome", "runs", "rig s"]
+    rows = []
+    for name, fit in fits.items():
+        for k, r in enumerate(fit["rigs"]):
+            head = [name, f"{fit['seconds']:.1f}", fit["outcome"]] if k == 0 else ["", "", ""]
+            rows.append(
+                head
+                + [
+                    r["rig"],
+                    f"{r['requested']:g}",
+                    f"{r['reading']:.4g}",
+                    r["outcome"],
+                    str(r["runs"]),
+                    f"{r['seconds']:.1f}",
+                ]
+            )
     device = f"{out['device']}, {out['device_name']}" if "device_name" in out else ""
-    notes = [f"measured by: {out['command']}", f"numbers: {NUMBERS}"]
+    notes = [f"measured by: {out['command']}"]
+    notes += [f"{name}: {FITS[name]}; rigs on {fit['devices']}" for name, fit in fits.items()]
     record_results("fabric_device", summary, (headers, rows), notes, device=device)
 
 

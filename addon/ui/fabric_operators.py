@@ -20,7 +20,8 @@ import bpy
 import numpy as np
 
 from ...warp_core.rigs.fabric import EDGE_RANGE_MM, FabricNumbers
-from ...warp_core.rigs.lab_fit import FabricFitCancelled, FabricResult, fit_fabric
+from ...warp_core.rigs.fabric_result import FabricResult
+from ...warp_core.rigs.lab_fit import FabricFitCancelled, fit_fabric
 from ...warp_core.rigs.preset import fabric_preset
 from ..errors import FitInputError
 from ..mesh_read import input_is_object_data, object_matrix

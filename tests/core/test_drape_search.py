@@ -30,11 +30,12 @@ def noisy(setting: float) -> float:
     return law(setting) + 0.009 * folding * math.sin(57.0 * math.log(setting))
 
 
-def reader(function, calls: list[float], settled: bool = True):
-    def read(setting: float) -> tuple[float, bool, tuple]:
-        calls.append(setting)
-        value = function(setting)
-        return value, settled, (value - 0.01, value + 0.01)
+def reader(function, calls: list[float], settled: bool = True, reads: list[int] | None = None):
+    def read(settings: list[float]) -> list[tuple[float, bool, tuple]]:
+        calls.extend(settings)
+        if reads is not None:
+            reads.append(len(settings))
+        return [(v, settled, (v - 0.01, v + 0.01)) for v in map(function, settings)]
 
     return read
 
@@ -103,3 +104,40 @@ def test_readings_that_jump_in_steps_are_bracketed_not_chased() -> None:
         search = drape_search(target, reader(steps, calls), 0.01, BOUNDS, [])
         assert search.outcome == "matched", (target, search, calls)
         assert abs(search.best[1] - target) <= DRAPE_AIM and search.runs <= DRAPE_MAX_RUNS
+
+
+@pytest.mark.parametrize("function", [law, noisy], ids=["smooth", "noisy"])
+@pytest.mark.parametrize("target", [0.3, 0.5, 0.9])
+def test_four_settings_at_a_time_reach_the_number_in_fewer_reads(function, target: float) -> None:
+    """A GPU reads four settings in about one's time: from Blender's default the search
+    spreads each read along its step or across its bracket, and needs at most four reads
+    (one at a time it took up to eight), each of at most four settings."""
+    for start in (0.5, 0.01, 1e-5):
+        calls: list[float] = []
+        reads: list[int] = []
+        search = drape_search(target, reader(function, calls, reads=reads), start, BOUNDS, [], width=4)
+        assert search.outcome == "matched", (start, search)
+        assert abs(search.best[1] - target) <= DRAPE_AIM
+        assert len(reads) <= 4 and max(reads) <= 4 and search.runs == len(calls) == sum(reads)
+        assert len(set(calls)) == len(calls)  # no setting read twice
+
+
+def test_runs_near_the_last_rounds_shape_the_first_read() -> None:
+    """A round whose other settings moved a little (here the law shifted by 0.015) starts
+    from the last round's runs: its first read lies around their answer and matches, where
+    a search without them spreads decades from that answer and needs another read."""
+    last_round: list = []
+    drape_search(0.5, reader(noisy, []), 0.5, BOUNDS, last_round, width=4)
+
+    def shifted(setting: float) -> float:
+        return noisy(setting) + 0.015
+
+    answer = drape_search(0.5, reader(noisy, []), 0.5, BOUNDS, list(last_round), width=4).best[0]
+    primed_reads: list[int] = []
+    primed = drape_search(
+        0.5, reader(shifted, [], reads=primed_reads), answer, BOUNDS, [], width=4, prior=last_round
+    )
+    bare_reads: list[int] = []
+    bare = drape_search(0.5, reader(shifted, [], reads=bare_reads), answer, BOUNDS, [], width=4)
+    assert primed.outcome == bare.outcome == "matched"
+    assert len(primed_reads) == 1 < len(bare_reads)

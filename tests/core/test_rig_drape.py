@@ -39,9 +39,10 @@ from warp_core.rigs import (
     drape_settle,
     drape_specimen,
     run_drape,
+    run_drapes,
     vertex_mass,
 )
-from warp_core.rigs.cantilever import lifted_windows, model_windows
+from warp_core.rigs.cantilever import lifted_batch, lifted_windows, model_windows
 
 # one start (the table above): the rig's mean of lifted starts is tested on its own below
 RIG = DrapeRig(edge_m=0.015, lifts_m=(0.0,))
@@ -194,6 +195,34 @@ def test_each_lifted_start_runs_as_its_own_drape_bit_for_bit(together: bool) -> 
     if together:
         with pytest.raises(ValueError, match="one length"):
             starts[0](7)
+
+
+def test_several_settings_drape_as_one_batch_each_member_its_own_run_bit_for_bit() -> None:
+    """A GPU reads a drape search's settings at once (``lifted_batch``: every settings' lifts
+    members of one batch); each member's windows are those of its own settings' run from its
+    own lift, bit for bit, however long the others run on. Settings that differ in more than
+    their continuous parameters (here the quality) do not share a batch."""
+    mesh = drape_specimen(RIG)
+    limp, middle = (drape_settings(fabric(b), RIG) for b in (LIMP, MIDDLE))
+    batched = lifted_batch(mesh, [limp, middle], (0.0, 2e-6))
+    assert batched is not None and [len(starts) for starts in batched] == [2, 2]
+    middle_lifted = [batched[1][1](5) for _ in range(2)]
+    limp_unlifted = batched[0][0](5)
+    single = model_windows(mesh, middle, lift_m=2e-6)
+    for window in middle_lifted:
+        np.testing.assert_array_equal(window, single(5))
+    np.testing.assert_array_equal(limp_unlifted, model_windows(mesh, limp)(5))
+    # the two settings fall apart within five frames: the members hold their own values
+    assert np.abs(middle_lifted[0] - limp_unlifted).max() > 1e-4
+    assert lifted_batch(mesh, [limp, limp.replace(quality=limp.quality + 1)], (0.0,)) is None
+
+
+def test_drapes_at_several_settings_read_as_each_alone(readings: dict) -> None:
+    """``run_drapes`` as a GPU runs it (one batch) reads each settings as ``run_drape``
+    does alone, bit for bit, though the limp one settles windows before the other."""
+    together = run_drapes([fabric(LIMP), fabric(MIDDLE)], RIG, together=True)
+    for bending, reading in zip((LIMP, MIDDLE), together, strict=True):
+        assert reading == readings[bending]
 
 
 def test_a_cloth_that_cannot_batch_drapes_from_its_starts_one_simulator_each() -> None:

@@ -18,9 +18,11 @@ from .drape import (
     drape_settle,
     drape_specimen,
     run_drape,
+    run_drapes,
 )
 from .fabric import FabricFit, FabricNumbers, fabric_rig, fit_bending, vertex_mass
-from .lab_fit import FabricFitCancelled, FabricResult, RigResult, fit_fabric
+from .fabric_result import FabricResult, RigResult
+from .lab_fit import FabricFitCancelled, fit_fabric
 from .preset import fabric_preset
 from .readings import DrapeReading, bending_length, drape_reading, flexural_rigidity, shadow_radius, tip_angle
 from .tensile import (
@@ -67,6 +69,7 @@ __all__ = [
     "rig_settings",
     "run_cantilever",
     "run_drape",
+    "run_drapes",
     "run_strip",
     "settle_reading",
     "shadow_radius",

@@ -40,7 +40,7 @@ import warp as wp
 
 from ..mesh import ClothMesh
 from ..models import get_model
-from ..models.blender_cloth.params import ClothParams
+from ..models.blender_cloth.params import ALL_PARAMETER_NAMES, ClothParams
 from .readings import bending_length, tip_angle
 
 # Blender's defaults: the in-plane stiffnesses the rigs raise a soft fabric's to under the
@@ -293,23 +293,47 @@ def lifted_windows(
     ``next_window`` per start as :func:`model_windows` gives, its positions lowered by its
     lift, each reading what its own run would, bit for bit.
 
-    ``together``: the starts run as one batch (launches shared: what a GPU wants), which
-    runs on while any start asks for another window and keeps the windows a start has
-    not read yet for it; call them one after the other. Otherwise, or where the scene
-    cannot batch (pressure, self collisions, a dynamic mesh: ``batch.refusal``), each start
-    is a :func:`model_windows` of its own; without self collisions (whose pair room may
-    grow and need a new graph) those may run side by side in threads (on a CPU a batch runs
-    its members one after the other anyway, and Warp's CPU kernels run without Python's
-    lock)."""
-    lifts = np.asarray(lifts_m, dtype=np.float64)
-    if lifts.ndim != 1 or len(lifts) < 1 or not np.isfinite(lifts).all():
-        raise ValueError(f"lifts_m must be one or more finite lifts in metres, got {lifts_m!r}")
+    ``together``: the starts run as one batch (:func:`lifted_batch`). Otherwise, or where
+    the scene cannot batch, each start is a :func:`model_windows` of its own; without self
+    collisions (whose pair room may grow and need a new graph) those may run side by side
+    in threads (on a CPU a batch runs its members one after the other anyway, and Warp's
+    CPU kernels run without Python's lock)."""
+    lifts = _lifts(lifts_m)
+    batched = lifted_batch(mesh, [settings], lifts_m, device, precision) if together else None
+    if batched is not None:
+        return batched[0]
+    return [model_windows(mesh, settings, device, precision, float(lift)) for lift in lifts]
+
+
+def lifted_batch(
+    mesh: ClothMesh,
+    settings: list[ClothParams],
+    lifts_m: tuple[float, ...],
+    device: str = "cpu",
+    precision: str = "float64",
+) -> list[list[Callable[[int], np.ndarray]]] | None:
+    """Each of ``settings`` started from each of ``lifts_m`` (as :func:`lifted_windows`),
+    all as one batch whose launches they share (what a GPU wants): for each settings, one
+    ``next_window`` per lift, each reading what its own run would, bit for bit. The batch
+    runs on while any start asks for another window and keeps the windows a start has not
+    read yet for it; call them one after the other. None where the scene cannot batch
+    (pressure, self collisions, a dynamic mesh: ``batch.refusal``) or the settings differ in
+    more than their continuous parameters."""
+    lifts = _lifts(lifts_m)
+    if not settings:
+        raise ValueError("at least one set of cloth settings is needed")
+    first = settings[0]
+    sim = get_model("blender_cloth").build(mesh, first, device, precision)
+    members = len(settings) * len(lifts)
+    if sim.batch_width(members) < members:
+        return None
+    if any(s.replace(**{k: getattr(first, k) for k in ALL_PARAMETER_NAMES}) != first for s in settings[1:]):
+        return None
+    values = [{k: getattr(s, k) for k in ALL_PARAMETER_NAMES} for s in settings for _ in lifts]
     up = np.array([0.0, 0.0, 1.0])
-    sim = get_model("blender_cloth").build(mesh, settings, device, precision) if together else None
-    if sim is None or sim.batch_width(len(lifts)) == 0:
-        return [model_windows(mesh, settings, device, precision, float(lift)) for lift in lifts]
-    batch = sim.batch_windows(mesh.vertices[None] + lifts[:, None, None] * up)
-    unread: list[list[np.ndarray]] = [[] for _ in lifts]
+    tiled = np.tile(lifts, len(settings))
+    batch = sim.batch_windows(mesh.vertices[None] + tiled[:, None, None] * up, values)
+    unread: list[list[np.ndarray]] = [[] for _ in range(members)]
 
     def start(m: int) -> Callable[[int], np.ndarray]:
         def next_window(count: int) -> np.ndarray:
@@ -320,11 +344,19 @@ def lifted_windows(
             window = unread[m].pop(0)
             if len(window) != count:
                 raise ValueError(f"every start must ask for windows of one length: {count} and {len(window)}")
-            return window - lifts[m] * up
+            return window - tiled[m] * up
 
         return next_window
 
-    return [start(m) for m in range(len(lifts))]
+    width = len(lifts)
+    return [[start(k * width + j) for j in range(width)] for k in range(len(settings))]
+
+
+def _lifts(lifts_m: tuple[float, ...]) -> np.ndarray:
+    lifts = np.asarray(lifts_m, dtype=np.float64)
+    if lifts.ndim != 1 or len(lifts) < 1 or not np.isfinite(lifts).all():
+        raise ValueError(f"lifts_m must be one or more finite lifts in metres, got {lifts_m!r}")
+    return lifts
 
 
 def run_cantilever(

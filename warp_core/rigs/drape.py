@@ -36,7 +36,7 @@ from ..capture import side_by_side
 from ..fit.objective.tangents import cpu_cores
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
-from .cantilever import lifted_windows, scaled_statics, settle_windows
+from .cantilever import lifted_batch, lifted_windows, scaled_statics, settle_windows
 from .readings import DrapeReading, drape_reading
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "drape_settle",
     "drape_specimen",
     "run_drape",
+    "run_drapes",
 ]
 
 # Blender's RNA clamp on bending stiffness (10000): the scaled bending must stay below it
@@ -358,3 +359,30 @@ def run_drape(
 
     with ThreadPoolExecutor(max_workers=min(len(starts), cpu_cores())) as pool:
         return drape_mean(list(pool.map(settle_beside, range(len(starts)))))
+
+
+def run_drapes(
+    settings: Sequence[ClothParams],
+    rig: DrapeRig | None = None,
+    device: str = "cpu",
+    precision: str = "float64",
+    together: bool | None = None,
+) -> list[DrapeRunReading]:
+    """:func:`run_drape`'s reading at each of ``settings``, each the same. ``together``
+    (default: on a GPU) runs them as one batch, every settings' lifts its members: the
+    specimen is small for a GPU and the batch's launches are shared, so several settings
+    cost about what one does. Otherwise, or where they cannot share a batch, one after the
+    other (on a CPU each with its lifts side by side)."""
+    rig = rig or DrapeRig()
+    if together is None:
+        together = not wp.get_device(device).is_cpu
+    if len(settings) > 1 and together:
+        mesh = drape_specimen(rig)
+        scaled = [drape_settings(s, rig) for s in settings]
+        batched = lifted_batch(mesh, scaled, rig.lifts_m, device, precision)
+        if batched is not None:
+            return [
+                drape_mean([drape_settle(w, mesh, rig, drape_scale(s, rig)) for w in starts])
+                for s, starts in zip(settings, batched, strict=True)
+            ]
+    return [run_drape(s, rig, device, precision) for s in settings]

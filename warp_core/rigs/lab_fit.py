@@ -22,87 +22,21 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+
+import warp as wp
 
 from ..devices import placed_device
 from ..mesh import ClothMesh
-from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
+from ..models.blender_cloth.params import ALL_PARAMETER_NAMES, PARAMETER_BOUNDS, ClothParams
 from .cantilever import IN_PLANE_CEILING, cantilever_strip
-from .drape import DrapeRig, drape_scale, drape_specimen, run_drape
+from .drape import DrapeRig, drape_scale, drape_specimen, run_drapes
 from .drape_search import DRAPE_READ_BACK, drape_search
 from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
+from .fabric_result import OUTCOME_ORDER, FabricResult, RigResult, devices_text
 from .tensile import StripReading, StripRig, fit_shear, fit_tension, run_strip, strip_mesh
 
-__all__ = ["FabricFitCancelled", "FabricResult", "RigResult", "fit_fabric"]
-
-# a worse outcome of one rig decides the fit's: the first of these that any rig has
-OUTCOME_ORDER = ("unreachable", "coarse", "unsettled", "stalled", "misfit", "matched")
-
-
-@dataclass(frozen=True)
-class RigResult:
-    """One rig's part of a fabric fit: made by :func:`fit_fabric`, read by the preset's
-    provenance, the command line's summary and the panel's report."""
-
-    rig: str  # "cantilever", "tensile", "bias", "drape"
-    number: str  # the FabricNumbers field it reads
-    setting: str  # the ClothParams field it set ("" where it only reads)
-    requested: float  # the lab's number, in the number's own unit
-    reading: float  # the rig's reading at the fitted settings, the same unit (NaN: none)
-    # "matched", "misfit" (read only, off), "unreachable", "coarse" (the mesh is too coarse for
-    # the cantilever to read it), "unsettled", "stalled"
-    outcome: str
-    runs: int
-    seconds: float
-    # each start's reading at the fitted settings where the rig has several (the drape's,
-    # whose ``reading`` is their mean: ``DrapeRig.lifts_m``); () for the strips
-    starts: tuple[float, ...] = ()
-    device: str = "cpu"  # where its runs ran (``fit_fabric``'s device "auto": by the rig's size)
-
-    @property
-    def spread(self) -> float:
-        """How far the rig's starts read apart (0 for one start)."""
-        return max(self.starts) - min(self.starts) if self.starts else 0.0
-
-    @property
-    def spread_text(self) -> str:
-        """The spread in a report's words ("" where the rig has one start)."""
-        return f" (the mean of starts {self.spread:.2f} apart)" if self.spread > 0.0 else ""
-
-
-@dataclass(frozen=True)
-class FabricResult:
-    """The settings a fabric's lab numbers give on a mesh of ``edge_m`` edges and each rig's
-    reading of them: made by :func:`fit_fabric`, read by :func:`fabric_preset`, the command
-    line and the panel's Fabric operator (which writes ``settings`` to a Cloth modifier).
-    ``outcome``: the worst of the rigs' (``matched`` where every number is read back)."""
-
-    numbers: FabricNumbers
-    edge_m: float
-    settings: ClothParams
-    rigs: tuple[RigResult, ...]
-    outcome: str
-    seconds: float
-    device: str  # where the rigs ran: one device, or each rig's ("cuda:0 (drape), cpu (tensile)")
-
-    @property
-    def fitted(self) -> tuple[str, ...]:
-        """The settings the fit chose: the vertex mass, then each rig's (the tensile strip's
-        tension with the compression it sets equal)."""
-        chosen = [r.setting for r in self.rigs if r.setting]
-        return ("mass",) + tuple(name for s in chosen for name in TIED.get(s, (s,)))
-
-    def cloth_values(self) -> dict[str, float | int]:
-        """What to write to a Cloth modifier or a preset: the quality the rigs ran at and each
-        fitted setting with its group maximum (an object with a stiffness group keeps the
-        fabric's value where its weights are 1 too)."""
-        names = {f.name for f in fields(self.settings)}
-        values: dict[str, float | int] = {"quality": self.settings.quality}
-        for fitted in self.fitted:
-            values[fitted] = getattr(self.settings, fitted)
-            if f"{fitted}_max" in names:
-                values[f"{fitted}_max"] = values[fitted]
-        return values
+__all__ = ["FabricFitCancelled", "fit_fabric"]
 
 
 class FabricFitCancelled(Exception):
@@ -112,8 +46,6 @@ class FabricFitCancelled(Exception):
 # a rig's reading at the final settings within this of the lab's number counts as read back
 # (relative; the drape coefficient's absolute): each rig's own fit stops within it
 READ_BACK = {"bending_length_mm": 0.01, "elongation_percent": 0.01, "bias_elongation_percent": 0.01}
-# a rig's setting that the fit sets another equal to (``fit_tension``'s compression)
-TIED = {"tension_stiffness": ("tension_stiffness", "compression_stiffness")}
 # each number as the progress names it: (words, unit)
 NUMBER_TEXT = {
     "bending_length_mm": ("bending length", " mm"),
@@ -126,6 +58,11 @@ NUMBER_TEXT = {
 # (the drape's setting more loosely: its reading moves by +-0.003 from run to run, a few
 # percent of the setting)
 ROUNDS, SETTLED, DRAPE_SETTLED = 4, 0.003, 0.03
+# a drape run whose other settings lie within this (relative) of a later round's counts as
+# that round's: bending 2 % stiffer moves the reading by at most 0.005, half its noise
+DRAPE_REUSE = 0.02
+# settings a GPU reads at once in the drape's search (``run_drapes``: about one's time)
+DRAPE_WIDTH = 4
 # the order the rigs are fitted in within a round
 FIT_ORDER = ("bias_elongation_percent", "elongation_percent", "bending_length_mm", "drape_coefficient")
 
@@ -138,6 +75,9 @@ class _Rig:
     number: str
     setting: str
     read: Callable[[ClothParams], tuple[float, bool, tuple]]  # settings -> (reading, settled, starts)
+    # the drape's: several settings -> their readings, and how many it reads at once
+    read_many: Callable[[list[ClothParams]], list[tuple[float, bool, tuple]]] | None = None
+    width: int = 1
     strip: StripRig | None = None  # the tensile and bias rigs' strip
     drape: DrapeRig | None = None  # the drape rig's
     device: str = "cpu"  # where it runs
@@ -148,6 +88,7 @@ class _Rig:
     # they ran at: a later round whose other settings did not move goes on from them
     tried: list[tuple[float, float, bool, tuple]] = field(default_factory=list)
     tried_at: ClothParams | None = None
+    ran_at: dict[float, ClothParams] = field(default_factory=dict)  # each tried setting's run
     outcome: str = "stalled"
     runs: int = 0
     seconds: float = 0.0
@@ -277,18 +218,8 @@ def fit_fabric(
         rigs=tuple(results),
         outcome=outcome,
         seconds=time.perf_counter() - start,
-        device=_devices_text(results),
+        device=devices_text(results),
     )
-
-
-def _devices_text(results: list[RigResult]) -> str:
-    """Where the rigs ran: "cpu", or each device with its rigs ("cuda:0 (drape), cpu (...)")."""
-    by_device: dict[str, list[str]] = {}
-    for r in results:
-        by_device.setdefault(r.device, []).append(r.rig)
-    if len(by_device) == 1:
-        return next(iter(by_device))
-    return ", ".join(f"{d} ({', '.join(rigs)})" for d, rigs in by_device.items())
 
 
 def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) -> dict[str, _Rig]:
@@ -307,7 +238,7 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             strip = StripRig(edge_m=edge_m, bias=bias, load_n_per_m=numbers.load_n_per_m)
             run = placed(strip_mesh(strip)[0])
             read = functools.partial(_strip_read, strip, run)
-            rigs[number] = _Rig(name, number, setting, read, strip, device=run[0])
+            rigs[number] = _Rig(name, number, setting, read, strip=strip, device=run[0])
     if numbers.bending_length_mm is not None:
         cantilever = fabric_rig(edge_m, numbers.bending_length_mm * 1e-3)
         on = placed(cantilever_strip(cantilever)[0])
@@ -323,9 +254,8 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
         drape = DrapeRig(edge_m=edge_m)
         at = placed(drape_specimen(drape))
 
-        def read_drape(s: ClothParams) -> tuple[float, bool, tuple]:
-            reading = run_drape(s, drape, *at)
-            return reading.coefficient, reading.settled, reading.coefficients
+        def read_drapes(many: list[ClothParams]) -> list[tuple[float, bool, tuple]]:
+            return [(r.coefficient, r.settled, r.coefficients) for r in run_drapes(many, drape, *at)]
 
         if numbers.bending_length_mm is None:
             setting = "bending_stiffness"
@@ -334,7 +264,14 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
         else:
             setting = ""
         rigs["drape_coefficient"] = _Rig(
-            "drape", "drape_coefficient", setting, read_drape, drape=drape, device=at[0]
+            "drape",
+            "drape_coefficient",
+            setting,
+            lambda s: read_drapes([s])[0],
+            read_many=read_drapes,
+            width=1 if wp.get_device(at[0]).is_cpu else DRAPE_WIDTH,
+            drape=drape,
+            device=at[0],
         )
     return rigs
 
@@ -356,9 +293,9 @@ def _fit_drape(
 ) -> ClothParams:
     """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
     reads the drape coefficient ``target`` (:func:`~.drape_search.drape_search`), going on
-    from an earlier round's runs where the other settings did not move since;
-    ``before_run(n)`` is called before the search's n-th run from the second on (stop or
-    progress)."""
+    from an earlier round's runs where the other settings moved by less than
+    :data:`DRAPE_REUSE` since (else shaped by them); ``before_run(n)`` is called before the
+    search's n-th read from the second on (stop or progress)."""
     t0 = time.perf_counter()
     low, high = PARAMETER_BOUNDS[rig.setting]
     floor = max(low, 1e-6)
@@ -366,19 +303,41 @@ def _fit_drape(
     def at(value: float) -> ClothParams:
         return settings.replace(**{rig.setting: value, f"{rig.setting}_max": value})
 
-    value = min(max(getattr(settings, rig.setting), floor), high)
     if rig.setting in IN_PLANE_CEILING and rig.drape is not None:
         # the rig raises a soft in-plane stiffness with the weight only up to Blender's
-        # default, so above default / scale the drape does not see it: start where it does
-        value = min(value, IN_PLANE_CEILING[rig.setting] / drape_scale(settings, rig.drape))
+        # default, so above default / scale the drape does not see it
+        high = min(high, IN_PLANE_CEILING[rig.setting] / drape_scale(settings, rig.drape))
+    value = min(max(getattr(settings, rig.setting), floor), high)
     others = at(0.0)
-    if rig.tried_at != others:
-        rig.tried, rig.tried_at = [], others
+    prior: list = []
+    if rig.tried_at is None or not _near(rig.tried_at, others):
+        prior, rig.tried, rig.tried_at = rig.tried, [], others
+
+    def read(values: list[float]) -> list[tuple[float, bool, tuple]]:
+        rig.ran_at.update((v, at(v)) for v in values)
+        return rig.read_many([at(v) for v in values])
+
     search = drape_search(
-        target, lambda v: rig.read(at(v)), value, (floor, high), rig.tried, before_run=before_run
+        target,
+        read,
+        value,
+        (floor, high),
+        rig.tried,
+        width=rig.width,
+        before_run=before_run,
+        prior=prior,
     )
     best_value, best, settled, starts = search.best
-    account(
-        rig, search.outcome, search.runs, time.perf_counter() - t0, (at(best_value), best, settled, starts)
-    )
+    # the run's own settings: a reused run's differ a little, and the fit reads it again
+    ran_at = rig.ran_at[best_value]
+    account(rig, search.outcome, search.runs, time.perf_counter() - t0, (ran_at, best, settled, starts))
     return at(best_value)
+
+
+def _near(a: ClothParams, b: ClothParams) -> bool:
+    """Whether every continuous parameter of ``a`` lies within :data:`DRAPE_REUSE` of ``b``'s
+    (and the rest are equal)."""
+    values_a, values_b = ({k: getattr(s, k) for k in ALL_PARAMETER_NAMES} for s in (a, b))
+    if a.replace(**values_b) != b:
+        return False
+    return all(abs(values_a[k] - v) <= DRAPE_REUSE * abs(v) for k, v in values_b.items())

@@ -7,7 +7,7 @@ import math
 import time
 
 from ..presets import Preset, validate_preset
-from .lab_fit import FabricResult
+from .fabric_result import FabricResult
 
 __all__ = ["fabric_preset"]
 

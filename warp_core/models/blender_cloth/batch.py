@@ -200,13 +200,16 @@ def rollout_batch(
     return BatchRollout(result.frames, np.ascontiguousarray(positions), np.ascontiguousarray(counts))
 
 
-def batch_windows(sim, starts: np.ndarray) -> Callable[[int], np.ndarray]:
+def batch_windows(
+    sim, starts: np.ndarray, param_sets: Sequence[Mapping[str, float]] | None = None
+) -> Callable[[int], np.ndarray]:
     """Every member of a batch started at rest from its own positions ``starts`` (B, N, 3),
-    its pins held there, at ``sim``'s settings, run on window by window: ``next_window(n)``
-    runs every member on by ``n`` frames from where the last window left it and gives the
-    positions over them, (B, n, N, 3). Member m equals ``sim.rollout`` from x0 = pin goals =
+    its pins held there, at ``sim``'s settings (with ``param_sets[m]``'s continuous
+    parameters, where given), run on window by window: ``next_window(n)`` runs every member
+    on by ``n`` frames from where the last window left it and gives the positions over them,
+    (B, n, N, 3). Member m equals ``sim.rollout`` (at its values) from x0 = pin goals =
     ``starts[m]`` run window by window, bit for bit (the rigs' repeated starts, lifted by
-    micrometres: one problem rounded differently)."""
+    micrometres: one problem rounded differently; a rig read at several settings at once)."""
     why = refusal(sim)
     if why is not None:
         raise ValueError(f"{why} cannot run as a batch: simulate the starts one at a time")
@@ -217,12 +220,14 @@ def batch_windows(sim, starts: np.ndarray) -> Callable[[int], np.ndarray]:
     if not np.isfinite(starts).all():
         raise ValueError("the starts contain NaN or infinite values")
     members = len(starts)
+    if param_sets is not None and len(param_sets) != members:
+        raise ValueError(f"parameter sets for {len(param_sets)} members, the batch has {members}")
+    rows = [sim.settings.with_parameters(dict(values))[1] for values in (param_sets or [{}] * members)]
     batch = sim.batched(members)
     batch.settings = sim.settings
     batch.cg_tolerance = sim.cg_tolerance
     batch.graphs_enabled = sim.graphs_enabled
-    row = sim.settings.with_parameters({})[1]
-    batch.params.assign(np.asarray([row] * members, dtype=sim.np_float).ravel())
+    batch.params.assign(np.asarray(rows, dtype=sim.np_float).ravel())
     _paint_members(sim, batch, members, None)
     held = starts.reshape(members * n, 3)
     state = {"x": wp.array(held.astype(sim.np_float), dtype=sim.vec3, device=sim.device), "v": None}
