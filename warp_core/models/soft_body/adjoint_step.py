@@ -19,7 +19,7 @@ import warp as wp
 from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only64
 from .recording import StepContacts
 
-__all__ = ["StepOperator", "solve_adjoint"]
+__all__ = ["StepOperator", "not_converged", "solve_adjoint"]
 
 SOLVE_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 SOLVE_MAX_ITERATIONS = 500
@@ -266,9 +266,15 @@ def solve_adjoint(op: StepOperator, mass_dt2: np.ndarray, rhs: np.ndarray) -> tu
             return lam, products, float(np.linalg.norm(r)) / norm
     if best_residual <= SOLVE_ACCEPT:
         return best, products, best_residual
-    # a FloatingPointError: the fit's optimizers take the point as one that cannot be evaluated
-    # (as a rollout that diverges) and step back from it, rather than stopping the fit
-    raise FloatingPointError(
+    raise not_converged(products, best_residual)
+
+
+def not_converged(products: int, best_residual: float) -> FloatingPointError:
+    """The error of an adjoint solve (this module's, ``adjoint_solve``'s) that ends above
+    ``SOLVE_ACCEPT``: a FloatingPointError, which the fit's optimizers take as a point that
+    cannot be evaluated (as a rollout that diverges) and step back from, not one that stops
+    the fit."""
+    return FloatingPointError(
         f"the soft-body adjoint solve did not converge in {products} products "
         f"(its best residual {best_residual:.1e} of the right-hand side: the float32 forces are "
         "too coarse for a body this stiff)"

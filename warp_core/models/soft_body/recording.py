@@ -6,7 +6,9 @@ The records are written on the device by kernels the simulator launches around e
 substep (:class:`StepHistory`), indexed by a step counter that lives on the device, so a
 recorded rollout replays as captured graphs like any other and reads nothing back until it
 ends; then :meth:`StepHistory.read` turns the whole history into host arrays at once
-(:class:`Recording`), placing each contact in the simulation frame.
+(:class:`Recording`), placing each contact in the simulation frame, or
+:meth:`StepHistory.read_on_device` keeps a copy of it on the device
+(:class:`DeviceRecording`, for ``adjoint_device``, which places the contacts itself).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-__all__ = ["Recording", "StepContacts", "StepHistory"]
+__all__ = ["DeviceRecording", "Recording", "StepContacts", "StepHistory"]
 
 
 @dataclass
@@ -47,6 +49,40 @@ class Recording:
     x: list[np.ndarray]
     v: list[np.ndarray]
     contacts: list[StepContacts | None]
+
+
+@dataclass
+class DeviceRecording:
+    """A recorded rollout left on its device, as the simulator's kernels wrote it (float32,
+    contacts in their bodies' frames): made by :meth:`StepHistory.read_on_device`, read by
+    ``adjoint_device``, whose kernels place each substep's contacts as :meth:`StepHistory.read`
+    does. Rows as :class:`Recording`'s; every contact array is (substeps, capacity), its
+    first ``counts[n]`` entries substep n's. A copy: a later recorded rollout leaves it as it is."""
+
+    substeps: int
+    xs: wp.array  # (substeps + 1, nodes) vec3
+    vs: wp.array
+    capacity: int  # contact records a substep can hold (0: no collision stage)
+    counts: wp.array  # (substeps,) int
+    indices: wp.array  # vec3i: the node, and -1, -1 (node contacts only)
+    shapes: wp.array
+    body_pos: wp.array  # in the body's frame, as the collision stage found it
+    body_vel: wp.array
+    normals: wp.array
+    materials: wp.array  # (substeps, capacity, 3): ke, kd, mu
+    pose_starts: wp.array  # (substeps, bodies) transforms at each substep's start
+    pose_ends: wp.array
+    shape_body: wp.array  # the model's, not copied: each shape's body (-1: the ground)
+
+
+@wp.kernel
+def _flag_face_contacts(
+    counts: wp.array(dtype=int), indices: wp.array2d(dtype=wp.vec3i), flag: wp.array(dtype=int)
+):
+    n, c = wp.tid()
+    if c < counts[n]:
+        if indices[n, c][1] >= 0 or indices[n, c][2] >= 0:
+            flag[0] = 1
 
 
 @wp.kernel
@@ -120,6 +156,9 @@ def _record_poses(
 @wp.kernel
 def _advance(step: wp.array(dtype=int)):
     step[0] = step[0] + 1
+
+
+_NODE_CONTACTS_ONLY = "the soft-body gradient takes node contacts only (no edge or face records)"
 
 
 class StepHistory:
@@ -210,13 +249,36 @@ class StepHistory:
             device=self.device,
         )
 
+    def _check_steps(self) -> int:
+        steps = int(self.step.numpy()[0])
+        if steps != self.substeps:
+            raise RuntimeError(f"the rollout recorded {steps} substeps of {self.substeps}")
+        return steps
+
+    def read_on_device(self) -> DeviceRecording:
+        """A copy of the history on the device (two scalars read back: the step count and
+        whether any contact is on an edge or a face, refused as :meth:`read` refuses it)."""
+        steps = self._check_steps()
+        if self.capacity:
+            flag = wp.zeros(1, dtype=int, device=self.device)
+            dim = (steps, self.capacity)
+            wp.launch(
+                _flag_face_contacts, dim=dim, inputs=[self.counts, self.indices, flag], device=self.device
+            )
+            if flag.numpy()[0]:
+                raise NotImplementedError(_NODE_CONTACTS_ONLY)
+        copies = [
+            wp.clone(a)
+            for a in (self.xs, self.vs, self.counts, self.indices, self.shapes, self.body_pos)
+            + (self.body_vel, self.normals, self.materials, self.pose_starts, self.pose_ends)
+        ]
+        return DeviceRecording(steps, *copies[:2], self.capacity, *copies[2:], self.scene.model.shape_body)
+
     def read(self) -> Recording:
         """The history on the host, each contact placed in the simulation frame;
         NotImplementedError for a contact on an edge or a face (the gradient takes node
         contacts only)."""
-        steps = int(self.step.numpy()[0])
-        if steps != self.substeps:
-            raise RuntimeError(f"the rollout recorded {steps} substeps of {self.substeps}")
+        steps = self._check_steps()
         xs, vs = self.xs.numpy().astype(np.float64), self.vs.numpy().astype(np.float64)
         contacts: list[StepContacts | None] = [None] * steps
         if self.capacity:
@@ -228,9 +290,7 @@ class StepHistory:
             for n in range(steps):
                 k = int(counts[n])
                 if (indices[n, :k, 1:] >= 0).any():
-                    raise NotImplementedError(
-                        "the soft-body gradient takes node contacts only (no edge or face records)"
-                    )
+                    raise NotImplementedError(_NODE_CONTACTS_ONLY)
                 body = shape_body[shapes[n, :k]] if k else np.zeros(0, np.int64)
                 point_start, _ = _placed(starts[n], body, body_pos[n, :k].astype(np.float64))
                 point_end, rotation_end = _placed(ends[n], body, body_pos[n, :k].astype(np.float64))

@@ -1,0 +1,315 @@
+"""One substep of the soft-body adjoint on the device (``adjoint_device``): the forces of
+``adjoint_step.StepOperator``, its arrays and its recorded tet launch, placed at a substep of
+a :class:`~.recording.DeviceRecording` by kernels (the step's index read from a device
+array, so a captured graph serves every substep) and taken as products on float64 device
+vectors: a kernel seeds the reverse launches and another combines their gradients, with no
+host copy. The contacts' arrays hold the recording's capacity, their launches recorded once,
+reading the substep's count from the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from .adjoint_kernels import contact_forces, tet_forces
+from .adjoint_step import StepOperator
+from .recording import DeviceRecording
+
+__all__ = ["DeviceStepOperator"]
+
+Vectors = wp.array(dtype=wp.vec3d)
+
+
+@wp.kernel
+def _place_nodes(
+    step: wp.array(dtype=int),
+    xs: wp.array2d(dtype=wp.vec3),
+    free: wp.array(dtype=wp.int32),
+    x_end: wp.array(dtype=wp.vec3),
+    x_start: wp.array(dtype=wp.vec3),
+    x_end64: Vectors,
+    x_start64: Vectors,
+):
+    # x'_n: the next step's start with the pins where this step left them
+    i = wp.tid()
+    n = step[0]
+    start = xs[n, i]
+    end = start
+    if free[i] != 0:
+        end = xs[n + 1, i]
+    x_end[i] = end
+    x_start[i] = start
+    x_end64[i] = wp.vec3d(end)
+    x_start64[i] = wp.vec3d(start)
+
+
+@wp.func
+def _rotation(q: wp.quat):
+    # ``recording._rotations`` in float64, for the host path's rounding
+    x, y, z, w = wp.float64(q[0]), wp.float64(q[1]), wp.float64(q[2]), wp.float64(q[3])
+    one, two = wp.float64(1.0), wp.float64(2.0)
+    return wp.mat33d(
+        one - two * (y * y + z * z),
+        two * (x * y - z * w),
+        two * (x * z + y * w),
+        two * (x * y + z * w),
+        one - two * (x * x + z * z),
+        two * (y * z - x * w),
+        two * (x * z - y * w),
+        two * (y * z + x * w),
+        one - two * (x * x + y * y),
+    )
+
+
+@wp.kernel
+def _place_contacts(
+    step: wp.array(dtype=int),
+    counts: wp.array(dtype=int),
+    indices: wp.array2d(dtype=wp.vec3i),
+    shapes: wp.array2d(dtype=int),
+    body_pos: wp.array2d(dtype=wp.vec3),
+    body_vel: wp.array2d(dtype=wp.vec3),
+    normals: wp.array2d(dtype=wp.vec3),
+    materials: wp.array3d(dtype=float),
+    pose_starts: wp.array2d(dtype=wp.transform),
+    pose_ends: wp.array2d(dtype=wp.transform),
+    shape_body: wp.array(dtype=int),
+    dt: wp.float64,
+    count: wp.array(dtype=int),
+    particles_out: wp.array(dtype=int),
+    shapes_out: wp.array(dtype=int),
+    body_pos_out: wp.array(dtype=wp.vec3),
+    body_vel_out: wp.array(dtype=wp.vec3),
+    normals_out: wp.array(dtype=wp.vec3),
+    ke: wp.array(dtype=float),
+    kd: wp.array(dtype=float),
+    mu: wp.array(dtype=float),
+):
+    """Contact c of the substep as ``StepHistory.read`` places it (in float64, rounded to
+    float32 as ``StepOperator.at`` rounds it): its plane's point at its body's end pose, and
+    that point's velocity over the substep plus the surface's own."""
+    c = wp.tid()
+    n = step[0]
+    if c == 0:
+        count[0] = counts[n]
+    if c >= counts[n]:
+        return
+    shape = shapes[n, c]
+    local = wp.vec3d(body_pos[n, c])
+    point_start = local
+    point_end = local
+    rotation_end = wp.identity(n=3, dtype=wp.float64)
+    body = shape_body[shape]
+    if body >= 0:
+        start, end = pose_starts[n, body], pose_ends[n, body]
+        point_start = _rotation(wp.transform_get_rotation(start)) * local + wp.vec3d(
+            wp.transform_get_translation(start)
+        )
+        rotation_end = _rotation(wp.transform_get_rotation(end))
+        point_end = rotation_end * local + wp.vec3d(wp.transform_get_translation(end))
+    particles_out[c] = indices[n, c][0]
+    shapes_out[c] = shape
+    body_pos_out[c] = wp.vec3(point_end)
+    body_vel_out[c] = wp.vec3((point_end - point_start) / dt + rotation_end * wp.vec3d(body_vel[n, c]))
+    normals_out[c] = normals[n, c]
+    ke[c] = materials[n, c, 0]
+    kd[c] = materials[n, c, 1]
+    mu[c] = materials[n, c, 2]
+
+
+@wp.kernel
+def _block_inverses(
+    mass_dt2: wp.array(dtype=wp.float64),
+    blocks: wp.array(dtype=wp.mat33),
+    free: wp.array(dtype=wp.int32),
+    inverse: wp.array(dtype=wp.mat33d),
+):
+    # ``solve_adjoint``'s preconditioner: the transposed blocks of H, the identity at pins
+    i = wp.tid()
+    identity = wp.identity(n=3, dtype=wp.float64)
+    block = identity
+    if free[i] != 0:
+        block = wp.transpose(mass_dt2[i] * identity + wp.mat33d(blocks[i]))
+    inverse[i] = wp.inverse(block)
+
+
+@wp.kernel
+def _seed(
+    p: Vectors,
+    free: wp.array(dtype=wp.int32),
+    seed64: Vectors,
+    seed: wp.array(dtype=wp.vec3),
+    grad_end64: Vectors,
+    grad_end: wp.array(dtype=wp.vec3),
+):
+    # the reverse launches' seed (the contacts' in float32) and the end gradients they add to
+    i = wp.tid()
+    value = wp.vec3d()
+    if free[i] != 0:
+        value = p[i]
+    seed64[i] = value
+    seed[i] = wp.vec3(value)
+    grad_end64[i] = wp.vec3d()
+    grad_end[i] = wp.vec3()
+
+
+@wp.kernel
+def _product(
+    p: Vectors,
+    free: wp.array(dtype=wp.int32),
+    mass_dt2: wp.array(dtype=wp.float64),
+    grad_end64: Vectors,
+    grad_end: wp.array(dtype=wp.vec3),
+    out: Vectors,
+):
+    # H^T p = M / dt^2 p - (df/dx')^T p over the free nodes
+    i = wp.tid()
+    value = wp.vec3d()
+    if free[i] != 0:
+        value = mass_dt2[i] * p[i] - (grad_end64[i] + wp.vec3d(grad_end[i]))
+    out[i] = value
+
+
+@wp.kernel
+def _add_contact_stiffness(
+    count: wp.array(dtype=int),
+    ke: wp.array(dtype=float),
+    kd: wp.array(dtype=float),
+    ke_grad: wp.array(dtype=float),
+    kd_grad: wp.array(dtype=float),
+    values: wp.array(dtype=wp.float64),
+    slot: int,
+):
+    # (df/dlog ke)^T lam: every contact's stiffness and damping scaled together
+    c = wp.tid()
+    if c < count[0]:
+        term = wp.float64(ke_grad[c]) * wp.float64(ke[c]) + wp.float64(kd_grad[c]) * wp.float64(kd[c])
+        wp.atomic_add(values, slot, term)
+
+
+class DeviceStepOperator:
+    """A substep's forces for the device-resident backward: made by ``adjoint_device`` for
+    one backward pass over ``recording`` (``sim``: a SoftBodySimulator), placed at the substep
+    ``step[0]`` by :meth:`place`; the solve reads :attr:`inverse` and calls :meth:`apply`, the
+    loop reads the gradients :meth:`pullback` leaves in :attr:`host`'s arrays (``grad_start64``,
+    ``grad_start``, ``grad_materials``) and adds the contacts' by :meth:`add_contact_stiffness`."""
+
+    def __init__(self, sim: Any, dt: float, recording: DeviceRecording, step: wp.array) -> None:
+        self.host = op = StepOperator(sim, dt)
+        self.recording, self.step, self.dt = recording, step, dt
+        self.device, self.nodes, self.tets = sim.device, sim.node_count, sim.tet_count
+        d = self.device
+        free = ~sim.pinned_nodes
+        self.free = wp.array(free.astype(np.int32), dtype=wp.int32, device=d)
+        mass = sim.scene.unit_mass * free * float(sim.settings.density)
+        self.mass_dt2 = wp.array(mass / dt**2, dtype=wp.float64, device=d)
+        self.inverse = wp.zeros(self.nodes, dtype=wp.mat33d, device=d)
+        self.reverse_launches = list(op.reverse_launches)  # the tets' only: ``at`` is never called
+        self.capacity = recording.capacity
+        self.contacts: list = []
+        if self.capacity:
+            self._contacts(sim)
+
+    def _contacts(self, sim: Any) -> None:
+        op, d, n = self.host, self.device, self.capacity
+        self.count = wp.zeros(1, dtype=int, device=d)
+        self.particles, self.shapes = (wp.zeros(n, dtype=int, device=d) for _ in range(2))
+        self.body_pos, self.body_vel, self.normals = (wp.zeros(n, dtype=wp.vec3, device=d) for _ in range(3))
+        self.ke, self.kd, self.mu, self.ke_grad, self.kd_grad = (
+            wp.zeros(n, dtype=float, device=d) for _ in range(5)
+        )
+        model = sim.scene.model
+        self.contacts = [
+            *[self.count, self.particles, self.shapes, self.body_pos, self.body_vel, self.normals],
+            *[self.ke, self.kd, self.mu, model.particle_radius, model.shape_margin],
+            float(sim.scene.solver.friction_epsilon),
+            self.dt,
+        ]
+        # as ``StepOperator.at`` records it, at the capacity (the kernel stops at the count)
+        adj_inputs = [op.grad_end, op.grad_start, *[None] * 6, self.ke_grad, self.kd_grad, None, None, None]
+        self.reverse_launches.append(
+            wp.launch(
+                contact_forces,
+                dim=n,
+                inputs=[op.x_end, op.x_start, *self.contacts],
+                outputs=[op.out, op.blocks_out],
+                adj_inputs=[*adj_inputs, 0.0, 0.0],
+                adj_outputs=[op.seed, None],
+                adjoint=True,
+                device=d,
+                record_cmd=True,
+            )
+        )
+
+    def place(self) -> None:
+        """Launch the substep's positions (and contacts) into the operator's arrays."""
+        r, op, d = self.recording, self.host, self.device
+        outputs = [op.x_end, op.x_start, op.x_end64, op.x_start64]
+        wp.launch(
+            _place_nodes, dim=self.nodes, inputs=[self.step, r.xs, self.free], outputs=outputs, device=d
+        )
+        if self.capacity:
+            inputs = [
+                self.step,
+                r.counts,
+                r.indices,
+                r.shapes,
+                r.body_pos,
+                r.body_vel,
+                r.normals,
+                r.materials,
+            ]
+            inputs += [r.pose_starts, r.pose_ends, r.shape_body, wp.float64(self.dt)]
+            outputs = [self.count, self.particles, self.shapes, self.body_pos, self.body_vel, self.normals]
+            outputs += [self.ke, self.kd, self.mu]
+            wp.launch(_place_contacts, dim=self.capacity, inputs=inputs, outputs=outputs, device=d)
+
+    def forces(self) -> None:
+        """Launch the forces into ``host.out`` and VBD's blocks into ``host.blocks_out``, then
+        the preconditioner's inverses from them into :attr:`inverse`."""
+        op, d = self.host, self.device
+        op.out.zero_()
+        op.blocks_out.zero_()
+        outputs = [op.out, op.blocks_out]
+        wp.launch(tet_forces, dim=(self.tets, 4), inputs=op.tet_inputs, outputs=outputs, device=d)
+        if self.capacity:
+            inputs = [op.x_end, op.x_start, *self.contacts]
+            wp.launch(contact_forces, dim=self.capacity, inputs=inputs, outputs=outputs, device=d)
+        inputs = [self.mass_dt2, op.blocks_out, self.free]
+        wp.launch(_block_inverses, dim=self.nodes, inputs=inputs, outputs=[self.inverse], device=d)
+
+    def _reverse(self, p: wp.array) -> None:
+        op = self.host
+        outputs = [op.seed64, op.seed, op.grad_end64, op.grad_end]
+        wp.launch(_seed, dim=self.nodes, inputs=[p, self.free], outputs=outputs, device=self.device)
+        for launch in self.reverse_launches:
+            launch.launch()
+
+    def apply(self, p: wp.array, out: wp.array) -> None:
+        """Launch ``out = H^T p`` over the free nodes (zero at the pins): the solve's product."""
+        op = self.host
+        self._reverse(p)
+        inputs = [p, self.free, self.mass_dt2, op.grad_end64, op.grad_end]
+        wp.launch(_product, dim=self.nodes, inputs=inputs, outputs=[out], device=self.device)
+
+    def pullback(self, lam: wp.array) -> None:
+        """Launch the reverse products of ``lam`` into every gradient array (zeroed first):
+        ``(df/dx)^T lam`` into ``host.grad_start64`` + ``host.grad_start``, ``(df/dmaterials)^T
+        lam`` into ``host.grad_materials``, the contacts' stiffness and damping into theirs."""
+        op = self.host
+        for a in (op.grad_start, op.grad_start64, op.grad_materials):
+            a.zero_()
+        if self.capacity:
+            self.ke_grad.zero_()
+            self.kd_grad.zero_()
+        self._reverse(lam)
+
+    def add_contact_stiffness(self, values: wp.array, slot: int) -> None:
+        """Launch ``values[slot] +=`` the derivative by the log of the contacts' stiffness
+        (after :meth:`pullback`), as ``StepOperator.pullback`` gives it."""
+        if self.capacity:
+            inputs = [self.count, self.ke, self.kd, self.ke_grad, self.kd_grad, values, slot]
+            wp.launch(_add_contact_stiffness, dim=self.capacity, inputs=inputs, device=self.device)

@@ -1,0 +1,341 @@
+"""The soft-body adjoint's linear solve kept on its device (``adjoint_device``): the BiCGStab
+of ``adjoint_step.solve_adjoint``, step for step and with its stopping rules, on float64
+vectors (``wp.vec3d``) in Warp arrays.
+
+Its scalars (rho, alpha, omega, the dot products, the products taken, the best residual and
+whether the solve still runs) live in one small float64 device array that the kernels read
+and write; every kernel of an iteration does nothing once the solve has stopped, so the host
+launches :data:`SOLVE_CHECK` iterations at a time (one captured graph where graphs are on) and
+reads that array once after each batch, where ``solve_adjoint`` checks its true residual.
+The products past the stop within a batch are wasted work, not wrong numbers.
+
+Dot products are reductions into that array (``Dots``): on CUDA each block of ``DOT_TILE``
+nodes summed by a tile, then the blocks' sums by one more; on the CPU one thread in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import warp as wp
+
+from ...capture import CaptureOnWorker, graph_capture
+from .adjoint_step import (
+    SOLVE_ACCEPT,
+    SOLVE_CHECK,
+    SOLVE_MAX_ITERATIONS,
+    SOLVE_STALL,
+    SOLVE_TOLERANCE,
+    not_converged,
+)
+
+__all__ = ["DeviceBiCGStab", "Dots", "captured"]
+
+DOT_TILE = 1024  # nodes per block of a dot product's first stage
+DOT_ROW = 1024  # blocks the second stage adds: bodies of up to a million nodes
+DOT_THREADS = 256
+
+# the slots of the solve's scalars: its dot products first, then its state
+RHO_NEXT, SV, SS, TS, TT, RR, BB = range(7)
+RHO, ALPHA, OMEGA, BETA, NORM, PRODUCTS = range(7, 13)
+BEST_AT, BEST_RESIDUAL, ACTIVE, OUTCOME, RESIDUAL, KEEP = range(13, 19)
+SLOTS = 19
+# OUTCOME: still running, or stopped short (then the best iterate is the answer), or converged
+# after a whole iteration (``lam``) or half of one (``lam + alpha y``)
+RUNNING, CONVERGED, CONVERGED_HALF = 0.0, 1.0, 2.0
+
+Vectors = wp.array(dtype=wp.vec3d)
+Scalars = wp.array(dtype=wp.float64)
+
+
+@wp.func
+def _dot3(a: wp.vec3d, b: wp.vec3d):
+    return wp.dot(a, b)
+
+
+@wp.kernel
+def _dot_blocks(a: Vectors, b: Vectors, slot: int, partials: wp.array2d(dtype=wp.float64)):
+    block = wp.tid()
+    tile_a = wp.tile_load(a, shape=DOT_TILE, offset=block * DOT_TILE)  # zeros past the end
+    tile_b = wp.tile_load(b, shape=DOT_TILE, offset=block * DOT_TILE)
+    wp.tile_store(partials[slot], wp.tile_sum(wp.tile_map(_dot3, tile_a, tile_b)), offset=block)
+
+
+@wp.kernel
+def _dot_total(partials: wp.array2d(dtype=wp.float64), slot: int, values: Scalars):
+    wp.tile_store(values, wp.tile_sum(wp.tile_load(partials[slot], shape=DOT_ROW)), offset=slot)
+
+
+@wp.kernel
+def _dot_in_turn(a: Vectors, b: Vectors, slot: int, values: Scalars):
+    # the CPU's: one thread adds every term (a CPU runs a launch's threads in turn anyway)
+    total = wp.float64(0.0)
+    for i in range(a.shape[0]):
+        total = total + wp.dot(a[i], b[i])
+    values[slot] = total
+
+
+class Dots:
+    """``a . b`` of float64 vector arrays of ``length`` entries into ``values[slot]``, on the
+    device: made by whoever keeps scalars there (the solve, ``adjoint_device``'s loop), whose
+    kernels read ``values``. ``tiles``: by blocks of tiles (None: on CUDA); else one thread
+    adds the terms in turn, the CPU's way (its tiles, padded to ``DOT_TILE``, made the backward
+    pass of a 27-node body 1.8 times as long)."""
+
+    def __init__(self, length: int, slots: int, device: wp.Device | str, tiles: bool | None = None) -> None:
+        self.blocks = max(1, -(-length // DOT_TILE))
+        if self.blocks > DOT_ROW:
+            raise ValueError(f"dot products take at most {DOT_TILE * DOT_ROW} entries, got {length}")
+        self.device = wp.get_device(device)
+        self.tiles = self.device.is_cuda if tiles is None else tiles
+        self.partials = wp.zeros((slots, self.blocks), dtype=wp.float64, device=device)
+        self.values = wp.zeros(slots, dtype=wp.float64, device=device)
+
+    def __call__(self, a: wp.array, b: wp.array, slot: int) -> None:
+        if not self.tiles:
+            wp.launch(_dot_in_turn, dim=1, inputs=[a, b, slot, self.values], device=self.device)
+            return
+        launch = {"block_dim": DOT_THREADS, "device": self.device}
+        wp.launch_tiled(_dot_blocks, dim=self.blocks, inputs=[a, b, slot, self.partials], **launch)
+        wp.launch_tiled(_dot_total, dim=1, inputs=[self.partials, slot, self.values], **launch)
+
+
+def captured(device: wp.Device | str, launches: Callable[[], None]) -> object | None:
+    """A graph of ``launches`` (recorded, not run), or None on a thread that runs beside
+    others (``capture.side_by_side``): the caller launches them one by one there."""
+    try:
+        with graph_capture(device) as capture:
+            launches()
+    except CaptureOnWorker:
+        return None
+    return capture.graph
+
+
+@wp.kernel
+def _start_vectors(rhs: Vectors, b: Vectors, r: Vectors, shadow: Vectors, zeroed: wp.array2d(dtype=wp.vec3d)):
+    i = wp.tid()
+    b[i] = rhs[i]
+    r[i] = rhs[i]
+    shadow[i] = rhs[i]
+    for k in range(zeroed.shape[0]):  # lam, best, p, v
+        zeroed[k, i] = wp.vec3d()
+
+
+@wp.kernel
+def _start_scalars(s: Scalars):
+    norm = wp.sqrt(s[BB])
+    s[NORM] = norm
+    s[RHO] = wp.float64(1.0)
+    s[ALPHA] = wp.float64(1.0)
+    s[OMEGA] = wp.float64(1.0)
+    s[PRODUCTS] = wp.float64(0.0)
+    s[BEST_AT] = wp.float64(0.0)
+    s[BEST_RESIDUAL] = wp.float64(1.0)
+    s[RESIDUAL] = wp.float64(0.0)
+    s[KEEP] = wp.float64(0.0)
+    s[ACTIVE] = wp.float64(1.0)
+    s[OUTCOME] = wp.float64(RUNNING)
+    if norm == wp.float64(0.0):  # the answer is zero, in no products
+        s[ACTIVE] = wp.float64(0.0)
+        s[OUTCOME] = wp.float64(CONVERGED)
+
+
+@wp.kernel
+def _begin(s: Scalars, max_products: wp.float64, stall: wp.float64):
+    # the loop's condition, then rho and the direction's weight beta
+    if s[ACTIVE] == wp.float64(0.0):
+        return
+    if s[PRODUCTS] >= max_products or s[PRODUCTS] - s[BEST_AT] >= stall or s[RHO_NEXT] == wp.float64(0.0):
+        s[ACTIVE] = wp.float64(0.0)
+        return
+    s[BETA] = (s[RHO_NEXT] / s[RHO]) * (s[ALPHA] / s[OMEGA])
+    s[RHO] = s[RHO_NEXT]
+
+
+@wp.kernel
+def _direction(s: Scalars, r: Vectors, v: Vectors, p: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        p[i] = r[i] + s[BETA] * (p[i] - s[OMEGA] * v[i])
+
+
+@wp.kernel
+def _precondition(s: Scalars, inverse: wp.array(dtype=wp.mat33d), x: Vectors, out: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        out[i] = inverse[i] * x[i]
+
+
+@wp.kernel
+def _alpha(s: Scalars):
+    if s[ACTIVE] != wp.float64(0.0):
+        s[ALPHA] = s[RHO] / s[SV]
+        s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+
+
+@wp.kernel
+def _half_step(s: Scalars, r: Vectors, v: Vectors, s_vec: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        s_vec[i] = r[i] - s[ALPHA] * v[i]
+
+
+@wp.kernel
+def _converged(s: Scalars, slot: int, outcome: wp.float64, tolerance: wp.float64):
+    # whether |s| (or |r|), whose square is in ``slot``, is within the tolerance
+    if s[ACTIVE] != wp.float64(0.0):
+        norm = wp.sqrt(s[slot])
+        if norm <= tolerance * s[NORM]:
+            s[ACTIVE] = wp.float64(0.0)
+            s[OUTCOME] = outcome
+            s[RESIDUAL] = norm / s[NORM]
+
+
+@wp.kernel
+def _omega(s: Scalars):
+    if s[ACTIVE] != wp.float64(0.0):
+        s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+        s[OMEGA] = s[TS] / s[TT]
+
+
+@wp.kernel
+def _step(s: Scalars, y: Vectors, z: Vectors, s_vec: Vectors, t: Vectors, lam: Vectors, r: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        lam[i] = lam[i] + s[ALPHA] * y[i] + s[OMEGA] * z[i]
+        r[i] = s_vec[i] - s[OMEGA] * t[i]
+
+
+@wp.kernel
+def _true_residual(s: Scalars, b: Vectors, product: Vectors, r: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        r[i] = b[i] - product[i]
+
+
+@wp.kernel
+def _judge_best(s: Scalars):
+    # the true residual (its square in RR) against the best so far
+    if s[ACTIVE] != wp.float64(0.0):
+        s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+        residual = wp.sqrt(s[RR]) / s[NORM]
+        s[KEEP] = wp.float64(0.0)
+        if residual < s[BEST_RESIDUAL]:
+            s[BEST_RESIDUAL] = residual
+            s[BEST_AT] = s[PRODUCTS]
+            s[KEEP] = wp.float64(1.0)
+
+
+@wp.kernel
+def _keep_best(s: Scalars, lam: Vectors, best: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0) and s[KEEP] != wp.float64(0.0):
+        best[i] = lam[i]
+
+
+@wp.kernel
+def _finish(s: Scalars, y: Vectors, best: Vectors, lam: Vectors):
+    # the answer into ``lam``: it, its half step, or the best iterate
+    i = wp.tid()
+    if s[OUTCOME] == wp.float64(CONVERGED_HALF):
+        lam[i] = lam[i] + s[ALPHA] * y[i]
+    elif s[OUTCOME] == wp.float64(RUNNING):
+        lam[i] = best[i]
+
+
+class DeviceBiCGStab:
+    """``A lam = rhs`` by ``solve_adjoint``'s BiCGStab on the device: made by
+    ``adjoint_device`` for one backward pass (and by tests), its :meth:`solve` called once a
+    substep. ``apply(x, out)`` launches ``out = A x`` (float64 vectors, zero where nothing
+    is solved for; it may write ``out`` whatever the solve's state); ``inverse``: the
+    preconditioner's 3 x 3 blocks, which its owner refills between solves. ``graphs``:
+    replay each batch of iterations as one captured graph."""
+
+    def __init__(self, apply: Callable[[wp.array, wp.array], None], inverse: wp.array, graphs: bool) -> None:
+        self.apply, self.inverse = apply, inverse
+        self.nodes, self.device = inverse.shape[0], inverse.device
+        self.dots = Dots(self.nodes, SLOTS, self.device)
+        self.scalars = self.dots.values
+        self.zeroed = wp.zeros((4, self.nodes), dtype=wp.vec3d, device=self.device)
+        self.lam, self.best, self.p, self.v = (self.zeroed[k] for k in range(4))
+        self.b, self.r, self.shadow, self.s, self.t, self.y, self.z, self.tmp = (
+            wp.zeros(self.nodes, dtype=wp.vec3d, device=self.device) for _ in range(8)
+        )
+        self.graphs = graphs
+        self.graph: object | None = None
+
+    def _launch(self, kernel: wp.Kernel, *inputs: object, nodes: bool = True) -> None:
+        wp.launch(kernel, dim=self.nodes if nodes else 1, inputs=[self.scalars, *inputs], device=self.device)
+
+    def start(self, rhs: wp.array) -> None:
+        """Launch the solve's first state for ``rhs`` (copied): a part of :meth:`solve`, apart
+        so that a caller's graph can hold it."""
+        inputs = [rhs, self.b, self.r, self.shadow, self.zeroed]
+        wp.launch(_start_vectors, dim=self.nodes, inputs=inputs, device=self.device)
+        self.dots(self.b, self.b, BB)
+        self._launch(_start_scalars, nodes=False)
+
+    def _iteration(self, check: bool) -> None:
+        """``solve_adjoint``'s loop body; ``check``: its true-residual refresh too."""
+        f64 = wp.float64
+        self.dots(self.shadow, self.r, RHO_NEXT)
+        self._launch(_begin, f64(SOLVE_MAX_ITERATIONS), f64(SOLVE_STALL), nodes=False)
+        self._launch(_direction, self.r, self.v, self.p)
+        self._launch(_precondition, self.inverse, self.p, self.y)
+        self.apply(self.y, self.v)
+        self.dots(self.shadow, self.v, SV)
+        self._launch(_alpha, nodes=False)
+        self._launch(_half_step, self.r, self.v, self.s)
+        self.dots(self.s, self.s, SS)
+        self._launch(_converged, SS, f64(CONVERGED_HALF), f64(SOLVE_TOLERANCE), nodes=False)
+        self._launch(_precondition, self.inverse, self.s, self.z)
+        self.apply(self.z, self.t)
+        self.dots(self.t, self.s, TS)
+        self.dots(self.t, self.t, TT)
+        self._launch(_omega, nodes=False)
+        self._launch(_step, self.y, self.z, self.s, self.t, self.lam, self.r)
+        if check:
+            self.apply(self.lam, self.tmp)
+            self._launch(_true_residual, self.b, self.tmp, self.r)
+            self.dots(self.r, self.r, RR)
+            self._launch(_judge_best, nodes=False)
+            self._launch(_keep_best, self.lam, self.best)
+        else:
+            self.dots(self.r, self.r, RR)
+        self._launch(_converged, RR, f64(CONVERGED), f64(SOLVE_TOLERANCE), nodes=False)
+
+    def _batch(self) -> None:
+        for k in range(1, SOLVE_CHECK + 1):
+            self._iteration(check=k == SOLVE_CHECK)
+
+    def run(self) -> tuple[wp.array, int, float]:
+        """After :meth:`start`: iterate, reading the scalars back once a batch, to the end;
+        the solution (this solver's ``lam``, valid until the next solve), the products taken
+        and the residual, as ``solve_adjoint`` gives them; its FloatingPointError likewise."""
+        if self.graphs and self.graph is None:
+            self.graph = captured(self.device, self._batch)
+        # a batch takes at least two products an iteration while the solve runs
+        for _ in range(SOLVE_MAX_ITERATIONS // (2 * SOLVE_CHECK) + 2):
+            if self.graph is not None:
+                wp.capture_launch(self.graph)
+            else:
+                self._batch()
+            state = self.scalars.numpy()  # the one readback of a batch
+            active, products, best_at = float(state[ACTIVE]), int(state[PRODUCTS]), int(state[BEST_AT])
+            # the loop's condition where the batch ended, so that no batch is launched for nothing
+            if not active or products >= SOLVE_MAX_ITERATIONS or products - best_at >= SOLVE_STALL:
+                break
+        residual = float(state[RESIDUAL])
+        if state[OUTCOME] == RUNNING:
+            residual = float(state[BEST_RESIDUAL])
+            if residual > SOLVE_ACCEPT:
+                raise not_converged(products, residual)
+        wp.launch(
+            _finish, dim=self.nodes, inputs=[self.scalars, self.y, self.best, self.lam], device=self.device
+        )
+        return self.lam, products, residual
+
+    def solve(self, rhs: wp.array) -> tuple[wp.array, int, float]:
+        """:meth:`start` and :meth:`run`."""
+        self.start(rhs)
+        return self.run()
