@@ -294,17 +294,17 @@ def main() -> int:
     for key, run in (
         ("cpu", cuda_vs_cpu),
         ("forward", forward),
+        ("adjoint", adjoint_cost),
         ("fit", two_parameter_fit),
         ("regions", three_region_fit),
-        ("adjoint", adjoint_cost),
         ("cantilever", cantilever),
     ):
         if key in skip:
             continue
         out[key] = run(args.device)
         print(key, json.dumps(out[key]), flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=2))
+        if args.out:  # after each part: a run cut short keeps the parts it finished
+            args.out.write_text(json.dumps(out, indent=2))
     return 0
 
 
