@@ -94,7 +94,7 @@ def drape_search(
             break
         if history:
             proposals = _proposals(target, history, bounds, width)
-        elif prior and width > 1:
+        elif prior:
             proposals = _proposals(target, list(prior), bounds, width, fresh=True) or [value]
         else:
             proposals = _first(value, bounds, width)

@@ -28,7 +28,7 @@ import warp as wp
 
 from ..devices import placed_device
 from ..mesh import ClothMesh
-from ..models.blender_cloth.params import ALL_PARAMETER_NAMES, PARAMETER_BOUNDS, ClothParams
+from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import IN_PLANE_CEILING, cantilever_strip
 from .drape import DrapeRig, drape_scale, drape_specimen, run_drapes
 from .drape_search import DRAPE_READ_BACK, drape_search
@@ -58,9 +58,6 @@ NUMBER_TEXT = {
 # (the drape's setting more loosely: its reading moves by +-0.003 from run to run, a few
 # percent of the setting)
 ROUNDS, SETTLED, DRAPE_SETTLED = 4, 0.003, 0.03
-# a drape run whose other settings lie within this (relative) of a later round's counts as
-# that round's: bending 2 % stiffer moves the reading by at most 0.005, half its noise
-DRAPE_REUSE = 0.02
 # settings a GPU reads at once in the drape's search (``run_drapes``: about one's time)
 DRAPE_WIDTH = 4
 # the order the rigs are fitted in within a round
@@ -88,7 +85,6 @@ class _Rig:
     # they ran at: a later round whose other settings did not move goes on from them
     tried: list[tuple[float, float, bool, tuple]] = field(default_factory=list)
     tried_at: ClothParams | None = None
-    ran_at: dict[float, ClothParams] = field(default_factory=dict)  # each tried setting's run
     outcome: str = "stalled"
     runs: int = 0
     seconds: float = 0.0
@@ -293,8 +289,8 @@ def _fit_drape(
 ) -> ClothParams:
     """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
     reads the drape coefficient ``target`` (:func:`~.drape_search.drape_search`), going on
-    from an earlier round's runs where the other settings moved by less than
-    :data:`DRAPE_REUSE` since (else shaped by them); ``before_run(n)`` is called before the
+    from an earlier round's runs where the other settings did not move since (else its
+    first read centred on them); ``before_run(n)`` is called before the
     search's n-th read from the second on (stop or progress)."""
     t0 = time.perf_counter()
     low, high = PARAMETER_BOUNDS[rig.setting]
@@ -310,16 +306,14 @@ def _fit_drape(
     value = min(max(getattr(settings, rig.setting), floor), high)
     others = at(0.0)
     prior: list = []
-    if rig.tried_at is None or not _near(rig.tried_at, others):
+    if rig.tried_at != others:
+        # the reading moves by up to 0.03 with a fraction of a percent of the bending (a fold
+        # more or less), so runs at other settings are no reading of these: they only
+        # centre the first read
         prior, rig.tried, rig.tried_at = rig.tried, [], others
-
-    def read(values: list[float]) -> list[tuple[float, bool, tuple]]:
-        rig.ran_at.update((v, at(v)) for v in values)
-        return rig.read_many([at(v) for v in values])
-
     search = drape_search(
         target,
-        read,
+        lambda values: rig.read_many([at(v) for v in values]),
         value,
         (floor, high),
         rig.tried,
@@ -328,16 +322,7 @@ def _fit_drape(
         prior=prior,
     )
     best_value, best, settled, starts = search.best
-    # the run's own settings: a reused run's differ a little, and the fit reads it again
-    ran_at = rig.ran_at[best_value]
-    account(rig, search.outcome, search.runs, time.perf_counter() - t0, (ran_at, best, settled, starts))
+    account(
+        rig, search.outcome, search.runs, time.perf_counter() - t0, (at(best_value), best, settled, starts)
+    )
     return at(best_value)
-
-
-def _near(a: ClothParams, b: ClothParams) -> bool:
-    """Whether every continuous parameter of ``a`` lies within :data:`DRAPE_REUSE` of ``b``'s
-    (and the rest are equal)."""
-    values_a, values_b = ({k: getattr(s, k) for k in ALL_PARAMETER_NAMES} for s in (a, b))
-    if a.replace(**values_b) != b:
-        return False
-    return all(abs(values_a[k] - v) <= DRAPE_REUSE * abs(v) for k, v in values_b.items())
