@@ -93,9 +93,9 @@ def drape_search(
         if reads == max_runs:
             break
         if history:
-            proposals = _proposals(target, history, bounds, width)
+            proposals = _proposals(target, history, bounds, width, _slope(_nearest(prior, target)))
         elif prior:
-            proposals = _proposals(target, list(prior), bounds, width, fresh=True) or [value]
+            proposals = _proposals(target, list(prior), bounds, width, fresh=True)
         else:
             proposals = _first(value, bounds, width)
         if proposals is None:
@@ -128,19 +128,24 @@ def _first(value: float, bounds: tuple[float, float], width: int) -> list[float]
 
 
 def _proposals(
-    target: float, history: list[Run], bounds: tuple[float, float], width: int, fresh: bool = False
+    target: float,
+    history: list[Run],
+    bounds: tuple[float, float],
+    width: int,
+    slope_hint: float | None = None,
+    fresh: bool = False,
 ) -> list[float] | None:
     """The next ``width`` settings to read (fewer where some were read already, none where
-    every one was), or None where the number is out of the setting's reach. ``fresh``:
-    ``history`` is a prior's (the law moved a little since), to be read again around its
-    answer."""
+    every one was), or None where the number is out of the setting's reach. ``slope_hint``:
+    the reading's slope over log(setting) where ``history`` has one setting only (a prior
+    round's). ``fresh``: ``history`` is a prior's (the law moved a little since), to be read
+    again around its answer."""
     floor, high = bounds
     below = [h for h in history if h[1] < target]
     above = [h for h in history if h[1] > target]
     if fresh:
         centre = _interpolated(target, below, above) if below and above else _best(history, target)[0]
-        # the two readings nearest the number: further ones reach into the step's flat ends
-        slope = _slope(sorted(history, key=lambda h: abs(h[1] - target))[:2])
+        slope = _slope(_nearest(history, target))
         step = math.log(1.5) if slope is None or slope <= 0.0 else DRAPE_SPREAD / 1.5 / slope
         step = min(max(step, math.log(1.05)), math.log(2.0))
         settings = [centre * math.exp(step * (j - (width - 1) / 2)) for j in range(width)]
@@ -171,7 +176,7 @@ def _proposals(
             return None  # at a bound and still short
         step = DRAPE_STEP
         frontier = ordered[-3:]
-        slope = _slope(frontier)
+        slope = _slope(frontier) if len(frontier) > 1 else slope_hint
         if slope is not None:
             # flat over the last settings, far enough apart for the noise not to hide a slope:
             # spent (one flat stretch can be the step's near end, which the search starts on)
@@ -179,7 +184,9 @@ def _proposals(
                 if abs(slope) * math.log(2.0) < DRAPE_SLOPE_FLOOR:
                     return None
             if slope * math.log(2.0) >= DRAPE_SLOPE_FLOOR:
-                step = min(max(abs(target - r) / slope, math.log(1.5)), DRAPE_STEP_LIMIT)
+                # no shorter than the noise allows (one setting), or than four spread over it
+                shortest = math.log(1.2) if width == 1 else math.log(1.5)
+                step = min(max(abs(target - r) / slope, shortest), DRAPE_STEP_LIMIT)
         share = max((width + 1) // 2, 1)
         sign = 1.0 if rising else -1.0
         settings = [v * math.exp(sign * step * (j + 1) / share) for j in range(width)]
@@ -196,9 +203,17 @@ def _interpolated(target: float, below: list[Run], above: list[Run]) -> float:
     return vb * (va / vb) ** ((target - rb) / (ra - rb))
 
 
+def _nearest(runs: Sequence[Run], target: float) -> list[Run]:
+    """The two runs that read nearest the number: further ones reach into the step's flat
+    ends."""
+    return sorted(runs, key=lambda h: abs(h[1] - target))[:2]
+
+
 def _slope(runs: list[Run]) -> float | None:
     """The least-squares slope of reading over log(setting) through ``runs`` (None where
     they do not span two settings)."""
+    if len(runs) < 2:
+        return None
     logs = [math.log(h[0]) for h in runs]
     mean_log, mean_reading = sum(logs) / len(logs), sum(h[1] for h in runs) / len(runs)
     spread = sum((x - mean_log) ** 2 for x in logs)
