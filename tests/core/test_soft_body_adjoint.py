@@ -238,14 +238,16 @@ def test_the_products_force_is_the_force_vbd_balances() -> None:
 def test_a_captured_recording_gives_the_gradient_kernel_launches_give() -> None:
     """The recorded rollout replays as captured graphs that also write its history: its
     gradient equals, bit for bit, the one of a rollout launched kernel by kernel, again when
-    the history and its graphs are reused, and after a new Young's modulus (new graphs)."""
+    the history and its graphs are reused, and after a new Young's modulus (new graphs). Both
+    backward passes on the host: the device loop's sums run in another order
+    (``test_soft_body_adjoint_device``)."""
     sim, goals, targets = hanging_block()
     plain, _, _ = hanging_block()
     plain.graphs_enabled = False
 
     def gradient(s: SoftBodySimulator) -> np.ndarray:
         x = s.rollout(1 + FRAMES, LOSS_FRAMES, goals).numpy()
-        found = soft_body_gradient(s, 1 + FRAMES, LOSS_FRAMES, x - targets, goals)
+        found = soft_body_gradient(s, 1 + FRAMES, LOSS_FRAMES, x - targets, goals, device_resident=False)
         return np.array([found.parameters[n] for n in sorted(found.parameters)])
 
     first = gradient(sim)
