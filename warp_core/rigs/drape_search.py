@@ -66,7 +66,6 @@ def drape_search(
     bounds: tuple[float, float],
     history: list[Run],
     width: int = 1,
-    max_runs: int = DRAPE_MAX_RUNS,
     before_run: Callable[[int], None] = lambda run: None,
     prior: Sequence[Run] = (),
 ) -> DrapeSearch:
@@ -75,7 +74,7 @@ def drape_search(
     ``width`` at a time. ``history`` holds earlier runs at the same other settings (an
     earlier round's): they count towards brackets and are not run again; the new runs are
     appended to it. ``prior``: runs at other settings near these (a round before the last
-    rig moved them a little), which shape the first read only. At most ``max_runs`` reads;
+    rig moved them a little), which shape the first read only. At most :data:`DRAPE_MAX_RUNS` reads;
     ``before_run(n)`` is called before the n-th read from the second on (a read takes
     seconds to minutes: the fit's progress and Esc)."""
     if width < 1:
@@ -90,7 +89,7 @@ def drape_search(
             if abs(best[1] - target) <= DRAPE_AIM:
                 outcome = "matched" if best[2] else "unsettled"
                 break
-        if reads == max_runs:
+        if reads == DRAPE_MAX_RUNS:
             break
         if history:
             proposals = _proposals(target, history, bounds, width, _slope(_nearest(prior, target)))
