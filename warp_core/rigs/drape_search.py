@@ -153,7 +153,7 @@ def _proposals(
         # bracketed: interpolate between the nearest readings on either side, in
         # log(setting); the readings' noise can bend a secant through two close points
         # far out, not this
-        (vb, rb, *_), (va, ra, *_) = max(below, key=lambda h: h[1]), min(above, key=lambda h: h[1])
+        (vb, rb, *_), (va, ra, *_) = max(below, key=_rank), min(above, key=_rank)
         span = math.log(va / vb)
         at = (target - rb) / (ra - rb)
         if abs(span) < NARROW:
@@ -197,8 +197,14 @@ def _proposals(
     return sorted(unique)
 
 
+def _rank(run: Run) -> tuple[float, float]:
+    """A bracket's ends are the readings nearest the number on either side, and of equal
+    readings the settings nearest the other side (the reading rises with the setting)."""
+    return run[1], run[0]
+
+
 def _interpolated(target: float, below: list[Run], above: list[Run]) -> float:
-    (vb, rb, *_), (va, ra, *_) = max(below, key=lambda h: h[1]), min(above, key=lambda h: h[1])
+    (vb, rb, *_), (va, ra, *_) = max(below, key=_rank), min(above, key=_rank)
     return vb * (va / vb) ** ((target - rb) / (ra - rb))
 
 
