@@ -85,6 +85,7 @@ def test_a_number_the_setting_cannot_reach_is_unreachable_with_the_nearest_readi
 def test_runs_that_do_not_settle_are_called_so_and_the_runs_are_bounded() -> None:
     search = drape_search(0.5, reader(law, [], settled=False), 0.5, BOUNDS, [])
     assert search.outcome == "unsettled" and abs(search.best[1] - 0.5) <= DRAPE_READ_BACK
+
     # a law that jumps over the number (a fold more or less) is bracketed to within 5 % and
     # left stalled, within the reads allowed, the nearest reading kept
     def jumps(setting: float) -> float:
