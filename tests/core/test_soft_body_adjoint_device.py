@@ -81,13 +81,17 @@ def test_the_device_path_agrees_dropped_on_the_ground() -> None:
 
 
 def test_the_device_path_agrees_on_a_moving_collider() -> None:
-    """``test_soft_body_adjoint``'s cube dropped onto a plate that rises and slides: the
-    contacts placed on the device at the plate's poses, with its velocity."""
+    """``test_soft_body_adjoint``'s cube dropped onto a plate that rises, slides and tilts:
+    the contacts placed on the device at the plate's poses (rotated: a contact's point
+    turns with the plate), with its velocity."""
     cube = box_mesh((-0.1, -0.1, 0.08), (0.1, 0.1, 0.28), (2, 2, 2))
     plate = box_mesh((-0.5, -0.5, -0.2), (0.5, 0.5, 0.0))
     lift = np.repeat(np.eye(4)[None], 19, axis=0)
     lift[:, 2, 3] = 0.05 + 0.003 * np.arange(19)
     lift[:, 0, 3] = 0.002 * np.arange(19)
+    tilt = 0.004 * np.arange(19)  # radians about x
+    lift[:, 1, 1], lift[:, 1, 2] = np.cos(tilt), -np.sin(tilt)
+    lift[:, 2, 1], lift[:, 2, 2] = np.sin(tilt), np.cos(tilt)
     truth = SoftBodyParams(young_modulus=2e4, damping=0.02, lattice_cells=2, iterations=40)
     sim = SoftBodySimulator(
         cube, truth.replace(colliders=(Collider("lift", plate.vertices, plate.triangles(), lift),))
