@@ -24,13 +24,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import warp as wp
-
 from ..devices import placed_device
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import IN_PLANE_CEILING, cantilever_strip
-from .drape import DrapeRig, drape_scale, drape_specimen, run_drapes
+from .drape import DrapeRig, drape_scale, drape_settings, drape_specimen, run_drapes
 from .drape_search import DRAPE_READ_BACK, drape_search
 from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
 from .fabric_result import OUTCOME_ORDER, FabricResult, RigResult, devices_text
@@ -58,8 +56,11 @@ NUMBER_TEXT = {
 # (the drape's setting more loosely: its reading moves by +-0.003 from run to run, a few
 # percent of the setting)
 ROUNDS, SETTLED, DRAPE_SETTLED = 4, 0.003, 0.03
-# settings a GPU reads at once in the drape's search (``run_drapes``: about one's time)
-DRAPE_WIDTH = 4
+# settings the drape's search reads at once (``run_drapes``): one. On the H200 four settings
+# in one batch took 2.2x one setting's time (the batch runs until its slowest member settles,
+# and a frame of it costs 1.4x one setting's), and the search needed more settings than reads
+# saved (shirting: 20 settings in 5 reads, 86 s, against 9 runs of about 9 s one at a time)
+DRAPE_WIDTH = 1
 # the order the rigs are fitted in within a round
 FIT_ORDER = ("bias_elongation_percent", "elongation_percent", "bending_length_mm", "drape_coefficient")
 
@@ -71,6 +72,7 @@ class _Rig:
     name: str
     number: str
     setting: str
+    requested: float  # the lab's number, in the rig's reading's unit
     read: Callable[[ClothParams], tuple[float, bool, tuple]]  # settings -> (reading, settled, starts)
     # the drape's: several settings -> their readings, and how many it reads at once
     read_many: Callable[[list[ClothParams]], list[tuple[float, bool, tuple]]] | None = None
@@ -82,7 +84,7 @@ class _Rig:
     # again only where a later rig changed them
     known: tuple[ClothParams, float, bool, tuple] | None = None
     # the drape's runs so far, (setting, reading, settled, starts), and the other settings
-    # they ran at: a later round whose other settings did not move goes on from them
+    # they ran at: a later round goes on from them where the rig simulates the same (``_same_run``)
     tried: list[tuple[float, float, bool, tuple]] = field(default_factory=list)
     tried_at: ClothParams | None = None
     outcome: str = "stalled"
@@ -162,7 +164,8 @@ def fit_fabric(
     # The bias first: it barely depends on the tension
     fitted = [rigs[n] for n in FIT_ORDER if n in rigs and rigs[n].setting]
     last: dict[str, float] = {}
-    for _ in range(ROUNDS if len(fitted) > 1 else 1):
+    rounds = ROUNDS if len(fitted) > 1 else 1
+    for done in range(1, rounds + 1):
         moved = False
         for rig in fitted:
             settings = fit_one(rig, settings)
@@ -170,22 +173,20 @@ def fit_fabric(
             settled = DRAPE_SETTLED if rig.number == "drape_coefficient" else SETTLED
             moved |= rig.name not in last or abs(value / last[rig.name] - 1.0) > settled
             last[rig.name] = value
-        if not moved:
+        # the numbers are what is asked for, not settings that no longer move: a round
+        # after which every rig already reads its number at these settings is the last
+        if not moved or (done < rounds and all(_reads_back(rig, settings, begin, account) for rig in fitted)):
             break
     results = []
     for rig in rigs.values():
-        if rig.known is not None and rig.known[0] == settings:
+        if rig.known is not None and _same_run(rig, rig.known[0], settings):
             _, reading, settled, starts = rig.known
         else:
             begin(rig)
             t0 = time.perf_counter()
             reading, settled, starts = rig.read(settings)
             account(rig, rig.outcome, 1, time.perf_counter() - t0)
-        requested = float(getattr(numbers, rig.number))
-        off = (
-            abs(reading - requested) if rig.number == "drape_coefficient" else abs(reading / requested - 1.0)
-        )
-        limit = DRAPE_READ_BACK if rig.number == "drape_coefficient" else READ_BACK[rig.number]
+        off, limit = _off(rig, reading), _limit(rig)
         outcome = rig.outcome
         if not math.isfinite(off) or off > limit * 1.5:
             # a read-only drape, or a reading a later rig moved: off its number
@@ -197,7 +198,7 @@ def fit_fabric(
                 rig.name,
                 rig.number,
                 rig.setting,
-                requested,
+                rig.requested,
                 reading,
                 outcome,
                 rig.runs,
@@ -218,6 +219,49 @@ def fit_fabric(
     )
 
 
+def _reads_back(
+    rig: _Rig, settings: ClothParams, begin: Callable[[_Rig], None], account: Callable[..., None]
+) -> bool:
+    """Whether ``rig`` reads its number within its read-back at ``settings``: from its last
+    run where that ran at them, else from a run now (kept as that run), except for the drape,
+    whose runs are too long to make only to ask."""
+    if rig.known is None or not _same_run(rig, rig.known[0], settings):
+        if rig.number == "drape_coefficient":
+            return False
+        begin(rig)
+        t0 = time.perf_counter()
+        reading, settled, starts = rig.read(settings)
+        account(rig, rig.outcome, 1, time.perf_counter() - t0, (settings, reading, settled, starts))
+    _, reading, settled, _ = rig.known
+    return settled and _off(rig, reading) <= _limit(rig)
+
+
+def _at(settings: ClothParams, setting: str, value: float) -> ClothParams:
+    """``settings`` with ``setting`` and its group maximum at ``value``."""
+    return settings.replace(**{setting: value, f"{setting}_max": value})
+
+
+def _same_run(rig: _Rig, one: ClothParams, other: ClothParams) -> bool:
+    """Whether ``rig`` run at ``one`` is its run at ``other``: the drape rig simulates the same
+    settings for in-plane stiffnesses the tensile or bias rig moved between a few thousandths
+    and Blender's defaults (it raises them to those, ``drape_settings``), so a new round need
+    not drape the specimen again to read what it read."""
+    if one == other:
+        return True
+    return rig.drape is not None and drape_settings(one, rig.drape) == drape_settings(other, rig.drape)
+
+
+def _off(rig: _Rig, reading: float) -> float:
+    """How far ``reading`` lies from the rig's number as its read-back measures it."""
+    if rig.number == "drape_coefficient":
+        return abs(reading - rig.requested)
+    return abs(reading / rig.requested - 1.0)
+
+
+def _limit(rig: _Rig) -> float:
+    return DRAPE_READ_BACK if rig.number == "drape_coefficient" else READ_BACK[rig.number]
+
+
 def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) -> dict[str, _Rig]:
     """The rigs the numbers call for, in the order they are fitted, each with the setting it
     decides ("" for a drape the other numbers have decided)."""
@@ -234,7 +278,8 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             strip = StripRig(edge_m=edge_m, bias=bias, load_n_per_m=numbers.load_n_per_m)
             run = placed(strip_mesh(strip)[0])
             read = functools.partial(_strip_read, strip, run)
-            rigs[number] = _Rig(name, number, setting, read, strip=strip, device=run[0])
+            requested = float(getattr(numbers, number))
+            rigs[number] = _Rig(name, number, setting, requested, read, strip=strip, device=run[0])
     if numbers.bending_length_mm is not None:
         cantilever = fabric_rig(edge_m, numbers.bending_length_mm * 1e-3)
         on = placed(cantilever_strip(cantilever)[0])
@@ -244,7 +289,12 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             return reading.bending_length_m * 1e3, reading.settled, ()
 
         rigs["bending_length_mm"] = _Rig(
-            "cantilever", "bending_length_mm", "bending_stiffness", read_cantilever, device=on[0]
+            "cantilever",
+            "bending_length_mm",
+            "bending_stiffness",
+            numbers.bending_length_mm,
+            read_cantilever,
+            device=on[0],
         )
     if numbers.drape_coefficient is not None:
         drape = DrapeRig(edge_m=edge_m)
@@ -263,9 +313,10 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             "drape",
             "drape_coefficient",
             setting,
+            numbers.drape_coefficient,
             lambda s: read_drapes([s])[0],
             read_many=read_drapes,
-            width=1 if wp.get_device(at[0]).is_cpu else DRAPE_WIDTH,
+            width=DRAPE_WIDTH,
             drape=drape,
             device=at[0],
         )
@@ -289,15 +340,15 @@ def _fit_drape(
 ) -> ClothParams:
     """The drape rig's setting (bending or shear, its group maximum with it) at which the rig
     reads the drape coefficient ``target`` (:func:`~.drape_search.drape_search`), going on
-    from an earlier round's runs where the other settings did not move since (else its
-    first read centred on them); ``before_run(n)`` is called before the
+    from an earlier round's runs where they are runs at these settings (``_same_run``; else
+    its first read centred on them); ``before_run(n)`` is called before the
     search's n-th read from the second on (stop or progress)."""
     t0 = time.perf_counter()
     low, high = PARAMETER_BOUNDS[rig.setting]
     floor = max(low, 1e-6)
 
     def at(value: float) -> ClothParams:
-        return settings.replace(**{rig.setting: value, f"{rig.setting}_max": value})
+        return _at(settings, rig.setting, value)
 
     if rig.setting in IN_PLANE_CEILING and rig.drape is not None:
         # the rig raises a soft in-plane stiffness with the weight only up to Blender's
@@ -306,11 +357,13 @@ def _fit_drape(
     value = min(max(getattr(settings, rig.setting), floor), high)
     others = at(0.0)
     prior: list = []
-    if rig.tried_at != others:
+    earlier = rig.tried_at
+    if earlier is None or not all(_same_run(rig, _at(earlier, rig.setting, v), at(v)) for v, *_ in rig.tried):
         # the reading moves by up to 0.03 with a fraction of a percent of the bending (a fold
         # more or less), so runs at other settings are no reading of these: they only
         # centre the first read
-        prior, rig.tried, rig.tried_at = rig.tried, [], others
+        prior, rig.tried = rig.tried, []
+    rig.tried_at = others
     search = drape_search(
         target,
         lambda values: rig.read_many([at(v) for v in values]),
