@@ -1,8 +1,9 @@
 """The fabric fit on one device: each virtual test rig run once at a poplin-like fabric's
-settings (10 mm quads), the drape also at four settings at once (what its search reads on a
-GPU), then whole fits from lab numbers (``FITS``: a poplin with all five numbers, and fabrics
-from chiffon to twill with weight, bending length, drape coefficient and elongation or some
-of them), one after the other in one process.
+settings (10 mm quads), the drape also at four settings in one batch (against one setting's
+time: whether the drape search should read several at once there), then whole fits from lab
+numbers (``FITS``: a poplin with all five numbers, and fabrics from chiffon to twill with
+weight, bending length, drape coefficient and elongation or some of them), one after the
+other in one process.
 
     python bench/fabric_device.py [--device auto|cpu|cuda:0] [--precision float64]
                                   [--fits poplin,chiffon,...] [--out FILE.json]
