@@ -4,7 +4,11 @@ N equal slices along its length, each of a hidden Young's modulus (1e4 to 5e4 Pa
 back from the default 1e5 everywhere by Levenberg-Marquardt (a Jacobian of central
 differences: 2N rollouts) and by L-BFGS on the adjoint (a rollout and a gradient a step).
 
-    python bench/soft_body_regions.py [--regions 3,6,9] [--out result.json] [--no-record]
+    python bench/soft_body_regions.py [--regions 3,6,9] [--seed N] [--out result.json] [--no-record]
+    python bench/soft_body_regions.py --record-from result.json [--seed N]  (record a run's --out)
+
+``--seed`` draws each bar's hidden moduli (log-uniform over the same range), its swing
+(5-10 cm) and how far it swings (3-5 radians of a sine) instead of the fixed pattern.
 
 Times are wall clock on this machine with the kernels compiled (a warm-up fit runs first).
 """
@@ -35,8 +39,9 @@ E_LOW, E_HIGH = 1e4, 5e4
 PATTERN = (1.0, 5.0, 2.5, 1.6, 4.0, 2.0, 3.2, 1.3, 4.5)
 
 
-def problem(regions: int) -> tuple[FitProblem, dict[str, float]]:
-    """The bar of ``regions`` slices and the hidden modulus of each."""
+def problem(regions: int, rng: np.random.Generator | None = None) -> tuple[FitProblem, dict[str, float]]:
+    """The bar of ``regions`` slices and the hidden modulus of each (drawn by ``rng``, with
+    the swing, where given)."""
     length = 0.05 * CELLS_PER_REGION * regions
     mesh = box_mesh(
         (0.0, 0.0, -length),
@@ -48,12 +53,17 @@ def problem(regions: int) -> tuple[FitProblem, dict[str, float]]:
     slice_m = length / regions
     index = np.minimum((depth / slice_m + 1e-9).astype(int), regions - 1)
     weights = {f"r{k}": (index == k) * 1.0 for k in range(regions)}
-    truth = {f"r{k}": E_LOW * PATTERN[k % len(PATTERN)] for k in range(regions)}
+    reach, turns = 0.08, 4.0
+    factors = [PATTERN[k % len(PATTERN)] for k in range(regions)]
+    if rng is not None:
+        factors = list(np.exp(rng.uniform(0.0, np.log(E_HIGH / E_LOW), regions)))
+        reach, turns = rng.uniform(0.05, 0.10), rng.uniform(3.0, 5.0)
+    truth = {f"r{k}": E_LOW * float(factors[k]) for k in range(regions)}
     stiffness = sum(truth[k] * w for k, w in weights.items())
     mesh.young_modulus_weight = (stiffness - E_LOW) / (E_HIGH - E_LOW)
     cells = CELLS_PER_REGION * regions
     hidden = SoftBodyParams(young_modulus=E_LOW, young_modulus_max=E_HIGH, damping=0.02, lattice_cells=cells)
-    goals = swinging_goals(mesh, FRAMES_N, 0.08, 4.0)
+    goals = swinging_goals(mesh, FRAMES_N, reach, turns)
     frames = list(range(3, FRAMES_N + 2, 2))
     x = SoftBodySimulator(mesh, hidden).rollout(1 + FRAMES_N, frames, goals).numpy()
     mesh.young_modulus_weight = None
@@ -69,8 +79,9 @@ def problem(regions: int) -> tuple[FitProblem, dict[str, float]]:
     return fit_problem, truth
 
 
-def timed_fit(regions: int, optimizer: str) -> dict:
-    fit_problem, truth = problem(regions)
+def timed_fit(regions: int, optimizer: str, seed: int | None = None) -> dict:
+    rng = None if seed is None else np.random.default_rng([seed, regions])
+    fit_problem, truth = problem(regions, rng)
     t = time.perf_counter()
     result = fit(fit_problem, FitSettings(precision="float32", optimizer=optimizer, max_iterations=100))
     seconds = time.perf_counter() - t
@@ -95,26 +106,31 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--regions", default="3,6,9")
+    parser.add_argument("--seed", type=int, help="draw the bars' moduli and swings (default: fixed)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--no-record", action="store_true", help="do not record the run")
+    parser.add_argument("--record-from", type=Path, help="record the runs a --out file holds, and stop")
     args = parser.parse_args()
+    if args.record_from is not None:
+        record_runs(json.loads(args.record_from.read_text()), args.seed)
+        return 0
     wp.config.quiet = True
     counts = [int(n) for n in args.regions.split(",")]
     timed_fit(counts[0], "lbfgs")  # compiles every kernel either fit runs
     runs = []
     for n in counts:
         for optimizer in ("lm", "lbfgs"):
-            run = timed_fit(n, optimizer)
+            run = timed_fit(n, optimizer, args.seed)
             runs.append(run)
             print(json.dumps(run), flush=True)
     if args.out:
         args.out.write_text(json.dumps(runs, indent=2))
     if not args.no_record:
-        record_runs(runs)
+        record_runs(runs, args.seed)
     return 0
 
 
-def record_runs(runs: list[dict]) -> None:
+def record_runs(runs: list[dict], seed: int | None = None) -> None:
     """The fits into ``bench/results/soft_body_regions.json`` and the benchmarks page."""
     headers = ["regions", "fit", "seconds", "outcome", "largest region error", "rollouts", "backward"]
     rows = [
@@ -130,15 +146,23 @@ def record_runs(runs: list[dict]) -> None:
         for r in runs
     ]
     by = {(r["regions"], r["optimizer"]): r["seconds"] for r in runs}
-    summary = {
+    summary: dict = {
         f"{n} regions: L-BFGS / LM time": round(by[(n, "lbfgs")] / by[(n, "lm")], 2)
         for n in sorted({r["regions"] for r in runs})
     }
+    for optimizer, name in (("lm", "LM"), ("lbfgs", "L-BFGS")):
+        mine = [r for r in runs if r["optimizer"] == optimizer]
+        converged = sum(r["outcome"] == "converged" for r in mine)
+        seconds = sum(r["seconds"] for r in mine)
+        summary[f"{name}: converged, seconds in all"] = f"{converged} of {len(mine)}, {seconds:.1f}"
     record(
         "soft_body_regions",
         summary,
         (headers, rows),
-        [f"frames: {FRAMES_N}, {CELLS_PER_REGION} cells a region"],
+        [
+            f"frames: {FRAMES_N}, {CELLS_PER_REGION} cells a region",
+            "hidden moduli and swings: " + ("the fixed pattern" if seed is None else f"drawn, seed {seed}"),
+        ],
     )
 
 
