@@ -53,6 +53,9 @@ FITS = {
     "chiffon": FabricNumbers(60.0, 10.0, 0.25, elongation_percent=5.0),
     "shirting": FabricNumbers(130.0, 20.0, 0.5),
     "twill": FabricNumbers(220.0, None, 0.7, elongation_percent=2.0),
+    # the four numbers of chiffon's kind, heavier: the drape unreachable, read to the shear's floor
+    "suiting": FabricNumbers(260.0, 30.0, 0.75, elongation_percent=3.0),
+    "canvas": FabricNumbers(350.0, 40.0, 0.85, elongation_percent=1.5),
 }
 # about what the fit finds for NUMBERS (tension, shear, bending)
 SETTINGS = ClothParams(quality=10).replace(
