@@ -148,3 +148,26 @@ def test_runs_near_the_last_rounds_shape_the_first_read() -> None:
     bare = drape_search(0.5, reader(shifted, [], reads=bare_reads), answer, BOUNDS, [], width=4)
     assert primed.outcome == bare.outcome == "matched"
     assert len(primed_reads) == 1 < len(bare_reads)
+
+
+def test_a_start_at_a_bound_reads_the_other_bound_next() -> None:
+    """The shear's search starts at its top, where the reading lies flat: the second read is
+    the floor, which brackets the number (then interpolated) or shows it out of reach at
+    once, where decades down the flat top cost reads (measured on shirting's drape: 0.755 at
+    the top, 0.730 a decade down, 0.464 at the floor)."""
+    shear_bounds = (1e-6, 5e-3)
+
+    def shear(setting: float) -> float:  # flat from the top down to 1e-4, 0.45 at the floor
+        return 0.45 + 0.31 / (1.0 + math.exp(-1.3 * math.log(setting / 2e-5)))
+
+    calls: list[float] = []
+    search = drape_search(0.5, reader(shear, calls), 5e-3, shear_bounds, [])
+    assert calls[:2] == [5e-3, 1e-6]
+    assert search.outcome == "matched" and abs(search.best[1] - 0.5) <= DRAPE_AIM
+    assert len(calls) <= 5
+    # a drape the shear cannot bring down to the number: out of reach in two reads, the
+    # floor's reading the nearest
+    calls = []
+    search = drape_search(0.4, reader(shear, calls), 5e-3, shear_bounds, [])
+    assert search.outcome == "unreachable" and calls == [5e-3, 1e-6]
+    assert search.best[:2] == (1e-6, shear(1e-6))

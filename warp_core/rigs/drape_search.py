@@ -6,8 +6,9 @@ specimen lies stiff or the setting no longer counts, flat again where it hangs l
 is not smooth in it: the rig's mean of lifted starts (``DrapeRig.lifts_m``) moves by about
 a hundredth between nearby settings, each start by up to 0.04, as the folds change. So the
 search steps in log(setting), by secants where the readings slope and a decade where they
-do not, until it has readings on both sides of the number, then interpolates between the
-nearest of them, and stops within :data:`DRAPE_AIM` rather than chasing that noise.
+do not (from a start at one bound, to the other bound), until it has readings on both sides
+of the number, then interpolates between the nearest of them, and stops within
+:data:`DRAPE_AIM` rather than chasing that noise.
 
 It can read ``width`` settings at a time (``drape.run_drapes`` runs them as one batch on a
 GPU), spread along the step it would take or across the bracket it has. The fabric fit reads
@@ -173,6 +174,11 @@ def _proposals(
         v, r = ordered[-1][:2]
         if v == (high if rising else floor):
             return None  # at a bound and still short
+        if len(history) == 1 and slope_hint is None and v == (floor if rising else high):
+            # the start sits at one bound with the number beyond it (the shear's search
+            # starts at its top): the other bound brackets the number or shows it out of
+            # reach in one read, where decades walk the whole range
+            return [high if rising else floor]
         step = DRAPE_STEP
         frontier = ordered[-3:]
         slope = _slope(frontier) if len(frontier) > 1 else slope_hint
