@@ -232,20 +232,7 @@ class DeviceStepOperator:
             self.dt,
         ]
         # as ``StepOperator.at`` records it, at the capacity (the kernel stops at the count)
-        adj_inputs = [op.grad_end, op.grad_start, *[None] * 6, self.ke_grad, self.kd_grad, None, None, None]
-        self.reverse_launches.append(
-            wp.launch(
-                contact_forces,
-                dim=n,
-                inputs=[op.x_end, op.x_start, *self.contacts],
-                outputs=[op.out, op.blocks_out],
-                adj_inputs=[*adj_inputs, 0.0, 0.0],
-                adj_outputs=[op.seed, None],
-                adjoint=True,
-                device=d,
-                record_cmd=True,
-            )
-        )
+        self.reverse_launches.append(op.contact_reverse(self.contacts, (self.ke_grad, self.kd_grad), n))
 
     def place(self) -> None:
         """Launch the substep's positions (and contacts) into the operator's arrays."""

@@ -119,20 +119,26 @@ class StepOperator:
         ]
         self.contact_grads = (wp.zeros(n, dtype=float, device=d), wp.zeros(n, dtype=float, device=d))
         self.contact_stiffness = (contacts.ke, contacts.kd)
+        self.reverse_launches[1:] = [self.contact_reverse(self.contacts, self.contact_grads, n)]
+
+    def contact_reverse(self, contacts: list, stiffness_grads: tuple[wp.array, wp.array], n: int) -> Any:
+        """The recorded reverse launch of ``contact_forces`` over ``n`` contacts (``contacts``:
+        its inputs after the positions, as :meth:`at` makes them), seeded by :attr:`seed`,
+        into :attr:`grad_end`, :attr:`grad_start` and ``stiffness_grads`` (ke, kd): this
+        operator's for a substep, the device operator's at the recording's capacity."""
         # the inputs: x, x_prev, 6 contact records, ke, kd, mu, radius, margin, 2 scalars
-        adj_inputs = [self.grad_end, self.grad_start, *[None] * 6, *self.contact_grads, None, None, None]
-        contact_launch = wp.launch(
+        adj_inputs = [self.grad_end, self.grad_start, *[None] * 6, *stiffness_grads, None, None, None]
+        return wp.launch(
             contact_forces,
             dim=n,
-            inputs=[self.x_end, self.x_start, *self.contacts],
+            inputs=[self.x_end, self.x_start, *contacts],
             outputs=[self.out, self.blocks_out],
             adj_inputs=[*adj_inputs, 0.0, 0.0],
             adj_outputs=[self.seed, None],
             adjoint=True,
-            device=d,
+            device=self.device,
             record_cmd=True,
         )
-        self.reverse_launches[1:] = [contact_launch]
 
     def _launch(self) -> None:
         """The forces into ``out`` and the blocks into ``blocks_out``."""
