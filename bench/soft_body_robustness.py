@@ -6,10 +6,13 @@ values over the tolerance: a wrong answer called a success), how many converged 
 determined parameter more than 2 % off (the motion matches, the value does not), and the times.
 
     python bench/soft_body_robustness.py [--seed 1] [--scenes 10] [--device cpu]
-        [--optimizer auto|lbfgs|adam] [--iterations N] [--out result.json]
+        [--optimizer auto|lbfgs|adam] [--jacobians auto] [--iterations N] [--out result.json]
 
-``--optimizer lbfgs`` fits on the model's adjoint gradient instead of Levenberg-Marquardt's
-finite differences; ``--iterations`` sets VBD's iterations a substep (default: the model's).
+``--optimizer lbfgs`` fits on the model's adjoint gradient instead of Levenberg-Marquardt;
+``--jacobians tangents,differences`` fits each scene once with each kind of Levenberg-Marquardt
+Jacobian (the model's forward tangents, central differences of rollouts), one after the
+other on the same machine; ``--iterations`` sets VBD's iterations a substep (default: the
+model's).
 """
 
 import argparse
@@ -56,6 +59,45 @@ def scene(rng: np.random.Generator) -> tuple:
     return text, mesh, truth, frames
 
 
+def fitted_row(
+    args: argparse.Namespace,
+    problem: FitProblem,
+    mesh: object,
+    start: SoftBodyParams,
+    truth: SoftBodyParams,
+    frames: list[int],
+    x: np.ndarray,
+    kind: str,
+) -> dict:
+    """One fit of ``problem`` with Jacobians of ``kind``, and what a user gets from it."""
+    settings = FitSettings(device=args.device, precision="float32", optimizer=args.optimizer, jacobian=kind)
+    t = time.perf_counter()
+    result = fit(problem, settings)
+    seconds = time.perf_counter() - t
+    errors = {n: result.params[n] / getattr(truth, n) - 1.0 for n in ("young_modulus", "damping")}
+    determined = [n for n in errors if n not in result.undetermined]
+    off = result.outcome == "converged" and any(abs(errors[n]) > 0.02 for n in determined)
+    # what a user gets: a fresh simulator (as the bake builds it) at the fitted values
+    fitted = SoftBodySimulator(mesh, start.replace(**result.params), device=args.device)
+    y = fitted.rollout(frames[-1], frames).numpy()
+    replay = float(np.sqrt(np.mean(np.sum((y - x) ** 2, axis=-1))))
+    return {
+        "asked": kind,
+        "jacobian": result.jacobian,
+        "truth": truth.values(),
+        "outcome": result.outcome,
+        "errors": errors,
+        "undetermined": list(result.undetermined),
+        "rmse_m": result.rmse,
+        "seconds": seconds,
+        "rollouts": result.n_forward,
+        "replay_rmse_m": replay,
+        "tolerance_m": result.tolerance,
+        "converged_but_wrong": result.outcome == "converged" and replay > result.tolerance,
+        "converged_parameter_off": off,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -64,11 +106,15 @@ def main() -> int:
     parser.add_argument("--scenes", type=int, default=10)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--optimizer", default="auto", choices=("auto", "lm", "lbfgs", "adam"))
+    parser.add_argument(
+        "--jacobians", default="auto", help="comma-separated FitSettings.jacobian kinds, each a fit per scene"
+    )
     parser.add_argument("--iterations", type=int, help="VBD iterations a substep (default: the model's)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     defaults = SoftBodyParams()
+    kinds = args.jacobians.split(",")
     rows = []
     for k in range(args.scenes):
         text, mesh, truth, frames = scene(rng)
@@ -83,49 +129,31 @@ def main() -> int:
             ["young_modulus", "damping"],
             model="soft_body",
         )
-        t = time.perf_counter()
-        result = fit(problem, FitSettings(device=args.device, precision="float32", optimizer=args.optimizer))
-        seconds = time.perf_counter() - t
-        errors = {n: result.params[n] / getattr(truth, n) - 1.0 for n in ("young_modulus", "damping")}
-        determined = [n for n in errors if n not in result.undetermined]
-        off = result.outcome == "converged" and any(abs(errors[n]) > 0.02 for n in determined)
-        # what a user gets: a fresh simulator (as the bake builds it) at the fitted values
-        fitted = SoftBodySimulator(mesh, start.replace(**result.params), device=args.device)
-        y = fitted.rollout(frames[-1], frames).numpy()
-        replay = float(np.sqrt(np.mean(np.sum((y - x) ** 2, axis=-1))))
-        wrong = result.outcome == "converged" and replay > result.tolerance
-        row = {
-            "scene": text,
-            "truth": truth.values(),
-            "outcome": result.outcome,
-            "errors": errors,
-            "undetermined": list(result.undetermined),
-            "rmse_m": result.rmse,
-            "seconds": seconds,
-            "rollouts": result.n_forward,
-            "replay_rmse_m": replay,
-            "tolerance_m": result.tolerance,
-            "converged_but_wrong": wrong,
-            "converged_parameter_off": off,
-        }
-        rows.append(row)
+        for kind in kinds:
+            row = fitted_row(args, problem, mesh, start, truth, frames, x, kind)
+            rows.append({"scene": text, **row})
+            errors = row["errors"]
+            print(
+                f"{k:2d} {text:32s} E {truth.young_modulus:9.4g} tau {truth.damping:.4f} -> "
+                f"{row['outcome']:9s} E {errors['young_modulus']:+.1e} tau {errors['damping']:+.1e} "
+                f"undetermined {row['undetermined']} replay {row['replay_rmse_m'] * 1e3:.3f} mm "
+                f"(tolerance {row['tolerance_m'] * 1e3:.3f}) {row['seconds']:5.1f} s "
+                f"{row['rollouts']} rollouts [{row['jacobian'] or '-'}]"
+                f"{' WRONG' if row['converged_but_wrong'] else ''}"
+                f"{' (a parameter >2 % off)' if row['converged_parameter_off'] else ''}",
+                flush=True,
+            )
+    for kind in kinds:
+        mine = [r for r in rows if r["asked"] == kind]
+        converged = sum(r["outcome"] == "converged" for r in mine)
+        wrong = sum(r["converged_but_wrong"] for r in mine)
+        off = sum(r["converged_parameter_off"] for r in mine)
+        times = sorted(r["seconds"] for r in mine)
         print(
-            f"{k:2d} {text:32s} E {truth.young_modulus:9.4g} tau {truth.damping:.4f} -> {result.outcome:9s} "
-            f"E {errors['young_modulus']:+.1e} tau {errors['damping']:+.1e} "
-            f"undetermined {row['undetermined']} "
-            f"replay {replay * 1e3:.3f} mm (tolerance {result.tolerance * 1e3:.3f}) {seconds:5.1f} s"
-            f"{' WRONG' if wrong else ''}{' (a parameter >2 % off)' if off else ''}",
-            flush=True,
+            f"[{kind}] converged {converged}/{len(mine)}, converged but replaying off the targets {wrong}, "
+            f"converged with a determined parameter >2 % off {off}, "
+            f"median {times[len(times) // 2]:.1f} s, total {sum(times):.1f} s"
         )
-    converged = sum(r["outcome"] == "converged" for r in rows)
-    wrong = sum(r["converged_but_wrong"] for r in rows)
-    off = sum(r["converged_parameter_off"] for r in rows)
-    times = sorted(r["seconds"] for r in rows)
-    print(
-        f"converged {converged}/{len(rows)}, converged but replaying off the targets {wrong}, "
-        f"converged with a determined parameter >2 % off {off}, "
-        f"median {times[len(times) // 2]:.1f} s"
-    )
     if args.out:
         args.out.write_text(json.dumps({"seed": args.seed, "scenes": rows}, indent=2))
     return 0

@@ -72,6 +72,10 @@ class JointObjective:
         return sum(m.n_smoothed for m in self.members)
 
     @property
+    def jacobian_used(self) -> str | None:
+        return next((m.jacobian_used for m in self.members if m.jacobian_used is not None), None)
+
+    @property
     def gradient_residual(self) -> float:
         return max(m.gradient_residual for m in self.members)
 

@@ -245,6 +245,24 @@ class Simulator(Protocol):
 
 
 @runtime_checkable
+class TangentSimulator(Protocol):
+    """A :class:`Simulator` whose rollouts have forward tangents (the soft body's, by the
+    implicit-function theorem): read by the fit's Levenberg-Marquardt Jacobian where
+    ``FitSettings.jacobian`` is "tangents": one recorded rollout and its tangents instead of
+    two rollouts a parameter."""
+
+    def position_tangents(
+        self,
+        frame_end: int,
+        output_frames: list[int],
+        directions: Sequence[Mapping[str, float]],
+        goals: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A rollout at the current parameters: its positions at ``output_frames`` ((F, N,
+        3)) and their derivatives along each direction (parameter -> d value), (D, F, N, 3)."""
+
+
+@runtime_checkable
 class Model(Protocol):
     """A material model: its parameters and how to simulate a mesh with them. Registered in
     ``warp_core.models`` (``get_model``), read by the fit engine and the add-on."""

@@ -31,9 +31,9 @@ from ..problem.problem import FitError, FitProblem
 from ..problem.settings import FitSettings
 from ..problem.spec import ParameterSpec
 from .mapped import RegionSimulator
+from .tangent_columns import jacobian_kind, log_jacobian_of
 from .tangents import (
     RolloutPool,
-    log_tangents,
     residuals_side_by_side,
     side_by_side_width,
     smoothed_where_chaotic,
@@ -98,8 +98,10 @@ class FitObjective:
         self.rollout_pool = RolloutPool(build)  # more simulators for a Jacobian's rollouts
         self.frames = problem.target_frames
         self.target: TargetKind = target_for(problem, self.sim)
+        jacobian_kind(self)  # a Jacobian the model cannot give is refused before any rollout
         self.n_forward = 0
         self.n_backward = 0
+        self.jacobian_used: str | None = None  # "tangents" or "differences", once one is taken
         self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
         # the largest "gradient_residual" a backward pass reported (``ModelRollout.extras``)
         self.gradient_residual = 0.0
@@ -194,14 +196,10 @@ class FitObjective:
 
     def log_jacobian(self, values: dict[str, float]) -> np.ndarray:
         """d residual / d log value of each free parameter of ``self.spec`` (its followers
-        moved with it), one-sided next to a bound."""
+        moved with it): forward tangents or central differences (``tangent_columns``)."""
         if self.spec is None:
             raise ValueError("log_jacobian needs the objective's spec")
-        spec = self.spec
-        groups = [
-            (spec.group(k), (float(spec.log_lower[k]), float(spec.log_upper[k]))) for k in range(spec.n_free)
-        ]
-        return np.stack(log_tangents(self, values, groups), axis=1)
+        return log_jacobian_of(self, values)
 
     def moved(self, values: dict[str, float], group: list[str], z: float) -> dict[str, float]:
         """``values`` with every name of ``group`` at ``exp(z)``, within its bounds."""

@@ -165,6 +165,7 @@ def build_result(
         n_forward=objective.n_forward,
         n_backward=objective.n_backward,
         n_smoothed=objective.n_smoothed,
+        jacobian=objective.jacobian_used,
         seconds=time.perf_counter() - t0,
         device=objective.device,
         optimizer=optimizer,

@@ -85,6 +85,9 @@ class FitResult:
     # entries of the stable gradient taken as the loss's slope over a tangent step, where
     # the tape's derivative overstated what such a step does (see ``tangents``)
     n_smoothed: int = 0
+    # how Levenberg-Marquardt's Jacobian columns were taken: "tangents" (the model's forward
+    # tangents) or "differences" (central differences of rollouts); None where none was
+    jacobian: str | None = None
     # kind -> the fitted weights of each map (N,) in [0, 1], their range in ``model_settings``
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     # kind -> what the report says of each fitted map (``free_map.map_summary``)
@@ -124,6 +127,8 @@ class FitResult:
         if self.gradient is not None:
             out["gradient"] = self.gradient
             out["n_smoothed"] = self.n_smoothed
+        if self.jacobian is not None:
+            out["jacobian"] = self.jacobian
         if self.map_report:
             weights = {k: [float(w) for w in self.maps[k]] for k in self.map_report}
             out["maps"] = {k: {**v, "vertex_weights": weights[k]} for k, v in self.map_report.items()}

@@ -57,6 +57,7 @@ __all__ = [
     "backward",
     "contact_refusal",
     "record_on_tape",
+    "recorded_rollout",
     "resident",
     "soft_body_gradient",
 ]
@@ -103,7 +104,7 @@ def soft_body_gradient(
     mesh's positions at ``output_frames``), shape (len(output_frames), vertices, 3): a
     recorded rollout, then :func:`backward`, on the device or the host (:func:`resident`)."""
     run = lambda: sim.rollout(frame_end, output_frames, goals)  # noqa: E731
-    recording, _ = _recorded(sim, frame_end, run, device_resident)
+    recording, _ = recorded_rollout(sim, frame_end, run, device_resident)
     return backward(sim, recording, output_frames, position_grads)
 
 
@@ -126,7 +127,7 @@ def resident(sim: SoftBodySimulator, device_resident: bool | None = None) -> boo
     return device_resident
 
 
-def _recorded(
+def recorded_rollout(
     sim: SoftBodySimulator, frame_end: int, run: Callable[[], Any], device_resident: bool | None = None
 ) -> tuple[Recording | DeviceRecording, Any]:
     """``run()``, a rollout of ``sim`` to ``frame_end``, with its substeps recorded on the
@@ -161,7 +162,7 @@ def record_on_tape(sim: SoftBodySimulator, tape: wp.Tape, frame_end: int, run: C
     tape's later launches leave it, into ``sim.params.grad`` (``PARAMETER_NAMES`` order)."""
     if sim.gradient != GRADIENT_KIND:
         raise ValueError(f"the soft body's gradient is {GRADIENT_KIND!r}, got {sim.gradient!r}")
-    recorder, result = _recorded(sim, frame_end, run)
+    recorder, result = recorded_rollout(sim, frame_end, run)
 
     def pull() -> None:
         gradient = backward(sim, recorder, result.frames, result.positions.grad.numpy())

@@ -46,13 +46,15 @@ def tet_forces(
     wp.atomic_add(blocks, tets[t, corner], block)
 
 
-def _tet_forces_only(scalar: type, vec3: type, mat33: type):  # noqa: ANN202 (a Warp kernel)
-    """Elastic plus damping force of tet t on its four nodes, as :func:`tet_forces` (Newton's
+def _tet_forces_only(scalar: type, vec3: type, mat33: type) -> tuple:  # Warp kernels
+    """Elastic plus damping force of a tet on its four nodes, as :func:`tet_forces` (Newton's
     stable Neo-Hookean with its Lame-to-Neo-Hookean shift and cofactor, and its damping on the
-    rate of ``F^T F``), accumulated per node, in the precision of ``scalar``. Written as one
-    first Piola stress ``P``: the force on corner k (1-3) is ``-P`` times row k - 1 of
-    ``Dm^-1``, corner 0's the others' negated sum; Newton's damping force on a corner, summed
-    term by term, is ``2 F S`` times that row, with ``S`` the rate of ``F^T F``."""
+    rate of ``F^T F``), in the precision of ``scalar``: a kernel accumulating them per node,
+    and one writing each row's tet apart (``tangent_kernels``: rows of gathered corners, whose
+    reverse products are the tets' own Jacobians). Written as one first Piola stress ``P``:
+    the force on corner k (1-3) is ``-P`` times row k - 1 of ``Dm^-1``, corner 0's the others'
+    negated sum; Newton's damping force on a corner, summed term by term, is ``2 F S`` times
+    that row, with ``S`` the rate of ``F^T F``."""
 
     @wp.func
     def cofactor_of(F: mat33) -> mat33:
@@ -69,6 +71,39 @@ def _tet_forces_only(scalar: type, vec3: type, mat33: type):  # noqa: ANN202 (a 
             F[0, 0] * F[1, 1] - F[0, 1] * F[1, 0],
         )
 
+    @wp.func
+    def corner_forces(
+        v0: vec3,
+        v1: vec3,
+        v2: vec3,
+        v3: vec3,
+        p0: vec3,
+        p1: vec3,
+        p2: vec3,
+        p3: vec3,
+        dm_inv: mat33,
+        mu: scalar,
+        lmbd: scalar,
+        damping: scalar,
+        dt: scalar,
+    ):
+        """The forces on corners 0-3."""
+        rest_volume = scalar(1.0) / (wp.determinant(dm_inv) * scalar(6.0))
+        F = wp.matrix_from_cols(v1 - v0, v2 - v0, v3 - v0) * dm_inv
+        lmbd_nh = lmbd + mu
+        lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), scalar(1e-6))
+        alpha = scalar(1.0) + mu / lmbd_safe
+        stress = rest_volume * (mu * F + lmbd_nh * (wp.determinant(F) - alpha) * cofactor_of(F))
+        if damping > scalar(0.0):
+            f_prev = wp.matrix_from_cols(p1 - p0, p2 - p0, p3 - p0) * dm_inv
+            rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
+            stress = stress + rest_volume * damping * scalar(2.0) * F * rate
+        corner = -(stress * wp.transpose(dm_inv))  # column k - 1: the force on corner k
+        f1 = vec3(corner[0, 0], corner[1, 0], corner[2, 0])
+        f2 = vec3(corner[0, 1], corner[1, 1], corner[2, 1])
+        f3 = vec3(corner[0, 2], corner[1, 2], corner[2, 2])
+        return -(f1 + f2 + f3), f1, f2, f3
+
     @wp.kernel(module="unique")
     def kernel(
         x: wp.array(dtype=vec3),
@@ -81,38 +116,65 @@ def _tet_forces_only(scalar: type, vec3: type, mat33: type):  # noqa: ANN202 (a 
     ):
         t = wp.tid()
         i0, i1, i2, i3 = tets[t, 0], tets[t, 1], tets[t, 2], tets[t, 3]
-        dm_inv = poses[t]
-        rest_volume = scalar(1.0) / (wp.determinant(dm_inv) * scalar(6.0))
-        v0 = x[i0]
-        F = wp.matrix_from_cols(x[i1] - v0, x[i2] - v0, x[i3] - v0) * dm_inv
-        mu = materials[t, 0]
-        lmbd_nh = materials[t, 1] + mu
-        lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), scalar(1e-6))
-        alpha = scalar(1.0) + mu / lmbd_safe
-        stress = rest_volume * (mu * F + lmbd_nh * (wp.determinant(F) - alpha) * cofactor_of(F))
-        damping = materials[t, 2]
-        if damping > scalar(0.0):
-            p0 = x_prev[i0]
-            f_prev = wp.matrix_from_cols(x_prev[i1] - p0, x_prev[i2] - p0, x_prev[i3] - p0) * dm_inv
-            rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
-            stress = stress + rest_volume * damping * scalar(2.0) * F * rate
-        corner = -(stress * wp.transpose(dm_inv))  # column k - 1: the force on corner k
-        f1 = vec3(corner[0, 0], corner[1, 0], corner[2, 0])
-        f2 = vec3(corner[0, 1], corner[1, 1], corner[2, 1])
-        f3 = vec3(corner[0, 2], corner[1, 2], corner[2, 2])
+        f0, f1, f2, f3 = corner_forces(
+            x[i0],
+            x[i1],
+            x[i2],
+            x[i3],
+            x_prev[i0],
+            x_prev[i1],
+            x_prev[i2],
+            x_prev[i3],
+            poses[t],
+            materials[t, 0],
+            materials[t, 1],
+            materials[t, 2],
+            dt,
+        )
+        wp.atomic_add(forces, i0, f0)
         wp.atomic_add(forces, i1, f1)
         wp.atomic_add(forces, i2, f2)
         wp.atomic_add(forces, i3, f3)
-        wp.atomic_add(forces, i0, -(f1 + f2 + f3))
 
-    return kernel
+    @wp.kernel(module="unique")
+    def rows(
+        x: wp.array2d(dtype=vec3),
+        x_prev: wp.array2d(dtype=vec3),
+        tet_of_row: wp.array(dtype=wp.int32),
+        poses: wp.array(dtype=mat33),
+        materials: wp.array2d(dtype=scalar),
+        dt: scalar,
+        forces: wp.array2d(dtype=vec3),
+    ):
+        r = wp.tid()
+        f0, f1, f2, f3 = corner_forces(
+            x[r, 0],
+            x[r, 1],
+            x[r, 2],
+            x[r, 3],
+            x_prev[r, 0],
+            x_prev[r, 1],
+            x_prev[r, 2],
+            x_prev[r, 3],
+            poses[tet_of_row[r]],
+            materials[r, 0],
+            materials[r, 1],
+            materials[r, 2],
+            dt,
+        )
+        forces[r, 0] = f0
+        forces[r, 1] = f1
+        forces[r, 2] = f2
+        forces[r, 3] = f3
+
+    return kernel, rows
 
 
 # in Newton's float32, to compare with its own function; and in float64 for the adjoint's
 # products: on a stiff body (eigenvalues of H over five decades) float32 products leave a
 # noise above 1e-6 of the solve's right-hand side, float64 ones do not
-tet_forces_only = _tet_forces_only(wp.float32, wp.vec3, wp.mat33)
-tet_forces_only64 = _tet_forces_only(wp.float64, wp.vec3d, wp.mat33d)
+tet_forces_only, _ = _tet_forces_only(wp.float32, wp.vec3, wp.mat33)
+tet_forces_only64, tet_row_forces64 = _tet_forces_only(wp.float64, wp.vec3d, wp.mat33d)
 
 
 @wp.kernel

@@ -19,7 +19,7 @@ import warp as wp
 from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only64
 from .recording import StepContacts
 
-__all__ = ["StepOperator", "not_converged", "solve_adjoint"]
+__all__ = ["StepOperator", "fill_array", "not_converged", "solve_adjoint"]
 
 SOLVE_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 SOLVE_MAX_ITERATIONS = 500
@@ -89,8 +89,9 @@ class StepOperator:
     def at(self, x_end: np.ndarray, x_start: np.ndarray, contacts: StepContacts | None) -> None:
         ends = (self.x_end, self.x_start, self.x_end64, self.x_start64)
         for array, values in zip(ends, (x_end, x_start) * 2, strict=True):
-            _fill(array, values)
+            fill_array(array, values)
         self.contacts = None
+        self.contact_nodes = np.zeros(0, dtype=np.int64)
         del self.reverse_launches[1:]
         if contacts is None or not len(contacts.particles):
             return
@@ -119,6 +120,7 @@ class StepOperator:
         ]
         self.contact_grads = (wp.zeros(n, dtype=float, device=d), wp.zeros(n, dtype=float, device=d))
         self.contact_stiffness = (contacts.ke, contacts.kd)
+        self.contact_nodes = contacts.particles.astype(np.int64)
         self.reverse_launches[1:] = [self.contact_reverse(self.contacts, self.contact_grads, n)]
 
     def contact_reverse(self, contacts: list, stiffness_grads: tuple[wp.array, wp.array], n: int) -> Any:
@@ -139,6 +141,31 @@ class StepOperator:
             device=self.device,
             record_cmd=True,
         )
+
+    def contact_jacobians(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The contacts' ``df/dx'`` and ``df/dx`` per node ((N, 3, 3) each, row k: the
+        force's component k) and ``df/dlog ke`` ((N, 3), every contact's stiffness and
+        damping scaled together, as in :meth:`pullback`), after :meth:`at`; None without
+        contacts. A contact pulls on its own node only, so one reverse launch seeded with
+        axis k at every node reads row k of every node's blocks: three launches in all."""
+        if self.contacts is None:
+            return None
+        ke, kd = self.contact_stiffness
+        end, start = np.zeros((self.nodes, 3, 3)), np.zeros((self.nodes, 3, 3))
+        stiffness = np.zeros((self.nodes, 3))
+        for k in range(3):
+            seed = np.zeros((self.nodes, 3))
+            seed[:, k] = 1.0
+            fill_array(self.seed, seed)
+            for a in (self.grad_end, self.grad_start, *self.contact_grads):
+                a.zero_()
+            self.reverse_launches[1].launch()
+            end[:, k] = self.grad_end.numpy()
+            start[:, k] = self.grad_start.numpy()
+            ke_grad, kd_grad = (g.numpy().astype(np.float64) for g in self.contact_grads)
+            per_contact = ke_grad * ke + kd_grad * kd
+            stiffness[:, k] = np.bincount(self.contact_nodes, per_contact, minlength=self.nodes)
+        return end, start, stiffness
 
     def _launch(self) -> None:
         """The forces into ``out`` and the blocks into ``blocks_out``."""
@@ -161,9 +188,9 @@ class StepOperator:
     def _reverse(self, p: np.ndarray, pullback: bool) -> None:
         """The reverse launches seeded with ``p``; only the gradients a product reads are
         zeroed first, unless for a ``pullback``."""
-        _fill(self.seed64, p)
+        fill_array(self.seed64, p)
         if self.contacts is not None:  # the contacts' half is float32
-            _fill(self.seed, p)
+            fill_array(self.seed, p)
         read = [self.grad_end, self.grad_end64]
         if pullback:
             read += [self.grad_start, self.grad_start64, self.grad_materials]
@@ -196,7 +223,7 @@ class StepOperator:
         )
 
 
-def _fill(array: wp.array, values: np.ndarray) -> None:
+def fill_array(array: wp.array, values: np.ndarray) -> None:
     """``values`` into ``array``: on the CPU straight into its memory (``assign`` builds a
     temporary array first, about 45 us, and a solve writes thousands), else by ``assign``."""
     if array.device.is_cpu:

@@ -58,6 +58,7 @@ from .scene import (
     set_density,
     set_material,
 )
+from .tangent import ForwardTangents
 from .unbatched import Unbatched
 
 __all__ = ["PIN_NODE_WEIGHT", "SoftBodyRollout", "SoftBodySimulator"]
@@ -90,13 +91,12 @@ class SoftBodyRollout:
         return self.positions.numpy().astype(np.float64)
 
 
-class SoftBodySimulator(Unbatched):
+class SoftBodySimulator(Unbatched, ForwardTangents):
     """The ``soft_body`` model for one mesh on one Warp device (float32 only): made by
     ``SoftBodyModel.build``, driven by the fit engine through ``base.Simulator``.
 
-    ``params`` is a float32 Warp array of the parameters in ``PARAMETER_NAMES`` order; it
-    has no gradient (Newton's VBD records no tape), so the fit uses finite differences.
-    """
+    ``params``: a float32 Warp array of the parameters in ``PARAMETER_NAMES`` order. Their
+    gradient is the adjoint's (``adjoint``), their forward tangents ``tangent``'s."""
 
     # not known to run side by side on threads (only the cloth's simulators were measured
     # so): a fit runs this model's rollouts one after the other

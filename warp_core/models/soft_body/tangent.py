@@ -1,0 +1,173 @@
+"""Forward tangents of the soft body by the implicit-function theorem: the derivatives of
+a rollout's embedded positions by the parameters, one column per direction, for the fit's
+Levenberg-Marquardt Jacobians.
+
+The adjoint (``adjoint``) carries one loss back through the converged substeps; a tangent
+carries one parameter direction forward through the same steps. At a substep's root
+``r(x') = M / dt^2 (x' - y) - f(x'; x, theta) = 0`` with ``y = x + dt v + dt^2 g``,
+
+    H dx' = M / dt^2 (dx + dt dv) + df/dx dx + df/dtheta dtheta - dM/dtheta / dt^2 (x' - y),
+
+``H = M / dt^2 - df/dx'``, and ``dv' = (dx' - dx) / dt``: one linear solve a substep for all
+directions at once (``tangent_step``). What is differentiated is what the adjoint
+differentiates: the root of each step (not VBD's truncated iterations), the contacts the
+solver found frozen, and the parameters through the tets' materials (k_mu, k_lambda,
+k_damp), the contacts' stiffness (which follows the tets' mean Young's modulus) and the
+nodes' masses. The Jacobian columns of a directional derivative the fit would otherwise
+take as two rollouts each (central differences) cost one recorded rollout and one pass of
+these solves in all.
+
+Made by :func:`soft_body_tangents` for a ``SoftBodySimulator``; read by the simulator's
+``position_tangents`` (the fit) and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .adjoint import recorded_rollout
+from .adjoint_step import StepOperator
+from .recording import Recording
+from .tangent_step import NodeSums, TetJacobians, force_product, solve_tangents
+
+__all__ = ["ForwardTangents", "SoftBodyTangents", "material_directions", "soft_body_tangents"]
+
+# a direction's central difference of the closed-form materials moves each value by this
+# fraction of itself (the materials are at most quadratic in the values but for the Poisson
+# ratio, whose O(h^2) error is then 1e-12)
+MATERIAL_STEP = 1e-6
+
+
+@dataclass
+class SoftBodyTangents:
+    """A rollout's embedded positions and their derivatives along each direction: made by
+    :func:`soft_body_tangents`, read by the fit's objective and tests."""
+
+    positions: np.ndarray  # (F, V, 3) at the output frames, as the rollout returned them
+    tangents: np.ndarray  # (D, F, V, 3) d positions / d (direction's step)
+    solve_products: int  # the most products any substep's solve took
+
+
+@dataclass
+class MaterialDirection:
+    """What one parameter direction moves: made by :func:`material_directions`, read by
+    :func:`soft_body_tangents`."""
+
+    materials: np.ndarray  # (T, 3) d (k_mu, k_lambda, k_damp)
+    log_contact_stiffness: float  # d log ke (and kd)
+    density: float
+
+
+def material_directions(sim: Any, directions: Sequence[Mapping[str, float]]) -> list[MaterialDirection]:
+    """Each direction (parameter -> d value) as the change of every tet's material, of the
+    contacts' stiffness and of the density, by central differences of the simulator's own
+    closed-form materials at its settings and maps."""
+    settings = sim.settings
+    values = settings.values()
+    out = []
+    for direction in directions:
+        moving = {n: float(dv) for n, dv in direction.items() if dv != 0.0}
+        ratios = [abs(values[n]) / abs(dv) for n, dv in moving.items() if values[n] != 0.0]
+        h = MATERIAL_STEP * (min(ratios) if ratios else 1.0)
+        plus = settings.replace(**{n: values[n] + h * dv for n, dv in moving.items()})
+        minus = settings.replace(**{n: values[n] - h * dv for n, dv in moving.items()})
+        maps = sim.materials
+        materials = (maps.materials(plus) - maps.materials(minus)) / (2.0 * h)
+        contact = (np.log(maps.mean_young_modulus(plus)) - np.log(maps.mean_young_modulus(minus))) / (2.0 * h)
+        out.append(MaterialDirection(materials, float(contact), float(direction.get("density", 0.0))))
+    return out
+
+
+def soft_body_tangents(
+    sim: Any,
+    frame_end: int,
+    output_frames: list[int],
+    directions: Sequence[Mapping[str, float]],
+    goals: np.ndarray | None = None,
+) -> SoftBodyTangents:
+    """A recorded rollout of ``sim`` to ``frame_end`` and the derivatives of its embedded
+    positions at ``output_frames`` along each of ``directions`` (parameter -> d value);
+    NotImplementedError where the rollout has no gradient, FloatingPointError where a
+    substep's solve does not converge."""
+    run = lambda: sim.rollout(frame_end, output_frames, goals)  # noqa: E731
+    recording, result = recorded_rollout(sim, frame_end, run, device_resident=False)
+    positions = result.numpy()
+    moves = material_directions(sim, directions)
+    node_tangents, products = _forward(sim, recording, output_frames, moves)
+    nodes, weights = sim.lattice.vertex_nodes, sim.lattice.vertex_weights
+    tangents = np.zeros((len(directions), len(output_frames), sim.vertex_count, 3))
+    for row, dx in node_tangents.items():
+        # (N, 3, D) -> the vertices' weighted sums of their four nodes
+        tangents[:, row] = np.einsum("vk,vkad->dva", weights, dx[nodes])
+    return SoftBodyTangents(positions, tangents, products)
+
+
+def _forward(
+    sim: Any, recording: Recording, output_frames: list[int], moves: list[MaterialDirection]
+) -> tuple[dict[int, np.ndarray], int]:
+    """Output row -> the nodes' tangents (N, 3, D) at that frame, and the most products a
+    substep's solve took."""
+    settings = sim.settings
+    steps = int(settings.substeps)
+    dt = 1.0 / (float(settings.fps) * steps)
+    wanted = {}
+    for row, frame in enumerate(output_frames):
+        wanted.setdefault((int(frame) - sim.start_frame) * steps - 1, []).append(row)
+    free = ~sim.pinned_nodes
+    unit_mass = sim.scene.unit_mass * free
+    mass = unit_mass * float(settings.density)
+    gravity = np.asarray(settings.gravity, dtype=np.float64)
+    materials = sim.scene.model.tet_materials.numpy().astype(np.float64)
+    d_materials = np.stack([m.materials for m in moves], axis=-1)  # (T, 3, D)
+    d_contact = np.array([m.log_contact_stiffness for m in moves])
+    d_density = np.array([m.density for m in moves])
+    tets = TetJacobians(sim, dt)
+    sums = NodeSums(tets.tets, sim.node_count)
+    op = StepOperator(sim, dt)
+    dx = np.zeros((sim.node_count, 3, len(moves)))
+    dv = np.zeros_like(dx)
+    out: dict[int, np.ndarray] = {}  # rows of frames before the first substep stay zero
+    most = 0
+    last = max(wanted, default=-1)
+    n_steps = len(recording.x) - 1
+    for n in range(min(last + 1, n_steps)):
+        x_start, v_start = recording.x[n], recording.v[n]
+        x_end = np.where(free[:, None], recording.x[n + 1], x_start)
+        jac = tets.at(x_end, x_start, materials)
+        op.at(x_end, x_start, recording.contacts[n])
+        jac.contacts = op.contact_jacobians()
+        y = x_start + dt * v_start + dt * dt * gravity
+        rhs = mass[:, None, None] / dt**2 * (dx + dt * dv) + force_product(jac, sums, dx, start=True)
+        rhs += sums(np.matmul(jac.materials, d_materials))
+        if jac.contacts is not None:
+            rhs += jac.contacts[2][:, :, None] * d_contact
+        rhs -= (unit_mass[:, None] * (x_end - y) / dt**2)[:, :, None] * d_density
+        dx_end, products = solve_tangents(jac, sums, mass / dt**2, free, rhs)
+        most = max(most, products)
+        dx_end = np.where(free[:, None, None], dx_end, 0.0)
+        dv = (dx_end - dx) / dt * free[:, None, None]
+        dx = dx_end
+        for row in wanted.get(n, ()):
+            out[row] = dx.copy()
+    return out, most
+
+
+class ForwardTangents:
+    """The soft-body simulator's forward tangents, as the fit's ``models.base.TangentSimulator``
+    asks for them (mixed into ``SoftBodySimulator``)."""
+
+    def position_tangents(
+        self,
+        frame_end: int,
+        output_frames: list[int],
+        directions: Sequence[Mapping[str, float]],
+        goals: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(positions (F, V, 3), their derivatives along each direction (D, F, V, 3)) of a
+        rollout to ``frame_end``: :func:`soft_body_tangents`."""
+        found = soft_body_tangents(self, frame_end, output_frames, directions, goals)
+        return found.positions, found.tangents
