@@ -257,9 +257,12 @@ class TangentSimulator(Protocol):
         output_frames: list[int],
         directions: Sequence[Mapping[str, float]],
         goals: np.ndarray | None = None,
+        weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """A rollout at the current parameters: its positions at ``output_frames`` ((F, N,
-        3)) and their derivatives along each direction (parameter -> d value), (D, F, N, 3)."""
+        3)) and their derivatives along each direction (parameter -> d value; with
+        ``weight_directions``, each direction's change of the painted weights too, kind ->
+        (N,), for a model with ``map_kinds``), (D, F, N, 3)."""
 
 
 @runtime_checkable

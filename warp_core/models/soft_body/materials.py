@@ -210,6 +210,19 @@ class MaterialMaps:
     def materials(self, settings: SoftBodyParams) -> np.ndarray:
         return tet_materials(settings, self.values(settings))
 
+    def materials_with(
+        self, settings: SoftBodyParams, weights: Mapping[str, np.ndarray]
+    ) -> tuple[np.ndarray, float]:
+        """(T, 3) materials and the tets' mean E (:meth:`mean_young_modulus`) at ``settings``
+        with these vertex weights (kind -> (N,)) in place of the painted ones, unchecked (a
+        weight a hair outside [0, 1] is a difference's side): the tangents' differences."""
+        tet_weights = {**self.tet_weights, **{k: self.blend.tets(w) for k, w in weights.items()}}
+        values = tet_values(settings, tet_weights, self.tet_count)
+        mean = (
+            float(values["stiffness"].mean()) if "stiffness" in tet_weights else float(settings.young_modulus)
+        )
+        return tet_materials(settings, values), mean
+
     def mean_young_modulus(self, settings: SoftBodyParams) -> float:
         """What the contact stiffness follows: the tets' mean E (the base, exactly, without
         a stiffness map)."""

@@ -62,22 +62,37 @@ class MaterialDirection:
     density: float
 
 
-def material_directions(sim: Any, directions: Sequence[Mapping[str, float]]) -> list[MaterialDirection]:
-    """Each direction (parameter -> d value) as the change of every tet's material, of the
-    contacts' stiffness and of the density, by central differences of the simulator's own
-    closed-form materials at its settings and maps."""
+def material_directions(
+    sim: Any,
+    directions: Sequence[Mapping[str, float]],
+    weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
+) -> list[MaterialDirection]:
+    """Each direction (parameter -> d value, with the painted weights' change kind -> (N,)
+    where given) as the change of every tet's material, of the contacts' stiffness and of
+    the density, by central differences of the simulator's own closed-form materials at its
+    settings and maps (bilinear in the values and weights: the differences are exact but for
+    the Poisson ratio's O(h^2))."""
     settings = sim.settings
     values = settings.values()
+    maps = sim.materials
     out = []
-    for direction in directions:
+    for k, direction in enumerate(directions):
         moving = {n: float(dv) for n, dv in direction.items() if dv != 0.0}
+        painted = weight_directions[k] if weight_directions is not None else {}
         ratios = [abs(values[n]) / abs(dv) for n, dv in moving.items() if values[n] != 0.0]
+        ratios += [1.0 / float(np.abs(dw).max()) for dw in painted.values() if np.abs(dw).max() > 0.0]
         h = MATERIAL_STEP * (min(ratios) if ratios else 1.0)
-        plus = settings.replace(**{n: values[n] + h * dv for n, dv in moving.items()})
-        minus = settings.replace(**{n: values[n] - h * dv for n, dv in moving.items()})
-        maps = sim.materials
-        materials = (maps.materials(plus) - maps.materials(minus)) / (2.0 * h)
-        contact = (np.log(maps.mean_young_modulus(plus)) - np.log(maps.mean_young_modulus(minus))) / (2.0 * h)
+        sides = []
+        for sign in (1.0, -1.0):
+            side = settings.replace(**{n: values[n] + sign * h * dv for n, dv in moving.items()})
+            weights = {
+                kind: maps.weights.get(kind, np.zeros(maps.vertex_count)) + sign * h * dw
+                for kind, dw in painted.items()
+            }
+            sides.append(maps.materials_with(side, weights))
+        (plus, mean_plus), (minus, mean_minus) = sides
+        materials = (plus - minus) / (2.0 * h)
+        contact = (np.log(mean_plus) - np.log(mean_minus)) / (2.0 * h)
         out.append(MaterialDirection(materials, float(contact), float(direction.get("density", 0.0))))
     return out
 
@@ -88,15 +103,17 @@ def soft_body_tangents(
     output_frames: list[int],
     directions: Sequence[Mapping[str, float]],
     goals: np.ndarray | None = None,
+    weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
 ) -> SoftBodyTangents:
     """A recorded rollout of ``sim`` to ``frame_end`` and the derivatives of its embedded
-    positions at ``output_frames`` along each of ``directions`` (parameter -> d value);
-    NotImplementedError where the rollout has no gradient, FloatingPointError where a
-    substep's solve does not converge."""
+    positions at ``output_frames`` along each of ``directions`` (parameter -> d value, and
+    the painted weights' change where ``weight_directions`` gives one); NotImplementedError
+    where the rollout has no gradient, FloatingPointError where a substep's solve does not
+    converge."""
     run = lambda: sim.rollout(frame_end, output_frames, goals)  # noqa: E731
     recording, result = recorded_rollout(sim, frame_end, run, device_resident=False)
     positions = result.numpy()
-    moves = material_directions(sim, directions)
+    moves = material_directions(sim, directions, weight_directions)
     node_tangents, products = _forward(sim, recording, output_frames, moves)
     nodes, weights = sim.lattice.vertex_nodes, sim.lattice.vertex_weights
     tangents = np.zeros((len(directions), len(output_frames), sim.vertex_count, 3))
@@ -166,8 +183,9 @@ class ForwardTangents:
         output_frames: list[int],
         directions: Sequence[Mapping[str, float]],
         goals: np.ndarray | None = None,
+        weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(positions (F, V, 3), their derivatives along each direction (D, F, V, 3)) of a
         rollout to ``frame_end``: :func:`soft_body_tangents`."""
-        found = soft_body_tangents(self, frame_end, output_frames, directions, goals)
+        found = soft_body_tangents(self, frame_end, output_frames, directions, goals, weight_directions)
         return found.positions, found.tangents
