@@ -247,9 +247,9 @@ class Simulator(Protocol):
 @runtime_checkable
 class TangentSimulator(Protocol):
     """A :class:`Simulator` whose rollouts have forward tangents (the soft body's, by the
-    implicit-function theorem): read by the fit's Levenberg-Marquardt Jacobian where
-    ``FitSettings.jacobian`` is "tangents": one recorded rollout and its tangents instead of
-    two rollouts a parameter."""
+    implicit-function theorem): read by the fit's Levenberg-Marquardt Jacobian
+    (``FitSettings.jacobian``): one recorded rollout and its tangents instead of two
+    rollouts a parameter."""
 
     def position_tangents(
         self,
@@ -258,11 +258,15 @@ class TangentSimulator(Protocol):
         directions: Sequence[Mapping[str, float]],
         goals: np.ndarray | None = None,
         weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        max_residual: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """A rollout at the current parameters: its positions at ``output_frames`` ((F, N,
         3)) and their derivatives along each direction (parameter -> d value; with
         ``weight_directions``, each direction's change of the painted weights too, kind ->
-        (N,), for a model with ``map_kinds``), (D, F, N, 3)."""
+        (N,), for a model with ``map_kinds``), (D, F, N, 3). The derivatives are None where
+        a step of the rollout ends further than ``max_residual`` (relative) from the root of
+        the equations it solves: the tangents, which differentiate the root, would not be
+        the rollout's."""
 
 
 @runtime_checkable

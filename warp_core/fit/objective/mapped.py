@@ -74,7 +74,8 @@ class RegionSimulator:
         directions: Sequence[Mapping[str, float]],
         goals: np.ndarray | None = None,
         weight_directions: Any = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        max_residual: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """The wrapped simulator's tangents along directions of the fit's values (region
         values among them), each turned into the change of the model's values and of the
         painted weights that ``MapLayout.split`` makes of it: central differences of the
@@ -99,7 +100,9 @@ class RegionSimulator:
             (model_plus, weights_plus), (model_minus, weights_minus) = sides
             model_directions.append({k: (model_plus[k] - model_minus[k]) / (2.0 * h) for k in model_plus})
             weight_changes.append({k: (weights_plus[k] - weights_minus[k]) / (2.0 * h) for k in weights_plus})
-        return self.inner.position_tangents(frame_end, output_frames, model_directions, goals, weight_changes)
+        return self.inner.position_tangents(
+            frame_end, output_frames, model_directions, goals, weight_changes, max_residual
+        )
 
     def batch_width(self, rollouts: int) -> int:
         return self.inner.batch_width(rollouts)

@@ -98,10 +98,10 @@ class FitObjective:
         self.rollout_pool = RolloutPool(build)  # more simulators for a Jacobian's rollouts
         self.frames = problem.target_frames
         self.target: TargetKind = target_for(problem, self.sim)
-        jacobian_kind(self)  # a Jacobian the model cannot give is refused before any rollout
         self.n_forward = 0
         self.n_backward = 0
-        self.jacobian_used: str | None = None  # "tangents" or "differences", once one is taken
+        self.jacobian_used: str | None = None  # see ``tangent_columns``, once a Jacobian is taken
+        jacobian_kind(self)  # a Jacobian the model cannot give is refused before any rollout
         self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
         # the largest "gradient_residual" a backward pass reported (``ModelRollout.extras``)
         self.gradient_residual = 0.0

@@ -1,20 +1,23 @@
 """Levenberg-Marquardt's Jacobian, one column per free parameter in log space: central
 differences of rollouts (``tangents.log_tangents``: two a column), or the model's forward
 tangents (``models.base.TangentSimulator``: one recorded rollout and a solve a substep for
-all columns), as ``FitSettings.jacobian`` asks.
+all columns), as ``FitSettings.jacobian`` asks; "auto" takes the tangents while the base
+rollout's steps end at the roots they differentiate, differences otherwise.
 
-Why differences stay the default, measured on the soft body on this project's 2-core CPU
-(``bench/soft_body_robustness.py --jacobians tangents,differences``): a 750-tet box's
-tangents take 0.71 s for one column, 1.13 s for two, 1.12 s for four and 1.48 s for nine,
-where one rollout takes 0.24 s, so they pay from about three columns; but they are the
-derivatives of each implicit step's root, and at VBD's default iterations a dropped body's
-steps stop short of it: on four drawn scenes (seed 51, E and damping) the fit on tangents
-stalled on a sphere dropped 10 cm where differences converged, and on the other three took
-longer for half the rollouts (a hanging box: 11.0 s and 16 rollouts against 9.6 s and 32).
-With converged steps they pay at two columns already (``tests/core/test_soft_body_tangents``:
-7.0 s against 11.0 s). The gap is the solver's, not the tangents': a 4-cell bar hanging in
-two stiffness regions, whose tangents agree with its rollouts' differences within 7e-4 at
-100 iterations, parts from them by 0.51 and 2.47 at the default 10.
+Measured on the soft body on this project's 2-core CPU:
+
+* Cost: a 750-tet box's tangents take 0.71 s for one column, 1.13 s for two, 1.12 s for four
+  and 1.48 s for nine, with their recorded rollout; one rollout takes 0.24 s at VBD's
+  default 10 iterations. The tangents' solves do not grow with VBD's iterations, the
+  rollouts do: on a bar hanging in 3 and 6 stiffness regions at 100 iterations LM took
+  13.8 s and 22.4 s on tangents against 38.0 s and 171.8 s on differences, each converged.
+* Where they hold: they are the derivatives of each implicit step's root. A box hanging
+  from pins, whose steps end within 9e-5 of their roots at 60 iterations, has tangents
+  within 2e-3 of its rollouts' differences; at 30 iterations (7e-3) within 12 %, at 10
+  (0.29) they part by 49 % and 70 %. Bodies dropped on the ground end their steps about 5
+  from their roots at any iteration count tried (10 to 100), and their tangents part from
+  the differences by 3 % to 200 %: a fit on them stalled where differences converged.
+  Hence ``TANGENT_RESIDUAL``.
 """
 
 from __future__ import annotations
@@ -30,15 +33,21 @@ from .tangents import log_tangents, tangent_sides
 
 __all__ = ["JACOBIANS", "jacobian_kind", "log_jacobian_of"]
 
-JACOBIANS = ("differences", "tangents")
+JACOBIANS = ("auto", "differences", "tangents")
+# "auto" takes tangents while every step of the base rollout ends within this (relative,
+# ``models.soft_body.adjoint_step.step_residual``) of its root: 9e-5 gave tangents within
+# 2e-3 of the rollouts' differences, 7e-3 within 12 %
+TANGENT_RESIDUAL = 1e-3
+SWITCHED = "tangents, then differences"  # what a fit whose steps left their roots used
 
 # FitObjective (not imported: it imports this module)
 FitObjective = Any
 
 
 def jacobian_kind(objective: FitObjective) -> str:
-    """``objective.settings.jacobian``; FitError for an unknown kind or tangents asked of a
-    model without them."""
+    """The kind the next Jacobian takes: ``objective.settings.jacobian``, "auto" resolved
+    (tangents where the model has them, until a base rollout's steps left their roots);
+    FitError for an unknown kind or tangents asked of a model without them."""
     kind = objective.settings.jacobian
     if kind not in JACOBIANS:
         raise FitError(f"jacobian must be one of {', '.join(map(repr, JACOBIANS))}, got {kind!r}")
@@ -47,22 +56,38 @@ def jacobian_kind(objective: FitObjective) -> str:
     if kind == "tangents" and not has:
         raise FitError(
             f"the {objective.model.label} model's rollouts have no forward tangents: "
-            "use the jacobian 'differences'"
+            "use the jacobian 'differences' or 'auto'"
         )
+    if kind == "auto":
+        return "tangents" if has and objective.jacobian_used != SWITCHED else "differences"
     return kind
 
 
 def log_jacobian_of(objective: FitObjective, values: dict[str, float]) -> np.ndarray:
     """d residual / d log value of each free parameter of ``objective.spec`` (its followers
-    moved with it), by :func:`jacobian_kind`'s kind, which the objective keeps
-    (``jacobian_used``)."""
+    moved with it), by :func:`jacobian_kind`'s kind; the objective keeps which it took
+    (``jacobian_used``: the kind, or ``SWITCHED``)."""
     spec = objective.spec
     groups = [
         (spec.group(k), (float(spec.log_lower[k]), float(spec.log_upper[k]))) for k in range(spec.n_free)
     ]
-    kind = objective.jacobian_used = jacobian_kind(objective)
-    if kind == "differences":
-        return np.stack(log_tangents(objective, values, groups), axis=1)
+    kind = jacobian_kind(objective)
+    if kind == "tangents":
+        columns = _tangent_columns(objective, values, groups)
+        if columns is not None:
+            objective.jacobian_used = "tangents"
+            return columns
+        objective.jacobian_used = SWITCHED
+    elif objective.jacobian_used != SWITCHED:
+        objective.jacobian_used = kind
+    return np.stack(log_tangents(objective, values, groups), axis=1)
+
+
+def _tangent_columns(
+    objective: FitObjective, values: dict[str, float], groups: list[tuple[list[str], tuple[float, float]]]
+) -> np.ndarray | None:
+    """The Jacobian from the model's tangents; None where "auto" asked for them and a step
+    of the base rollout ended further than ``TANGENT_RESIDUAL`` from its root."""
     objective.check_bounds(values)
     objective.sim.set_params(values)
     # every name of a group is at exp(z): d value / dz is its value (none where the bounds
@@ -70,8 +95,13 @@ def log_jacobian_of(objective: FitObjective, values: dict[str, float]) -> np.nda
     room = [tangent_sides(objective.tangent_step, values[g[0]], b) is not None for g, b in groups]
     directions = [{n: values[n] if r else 0.0 for n in g} for (g, _), r in zip(groups, room, strict=True)]
     problem = objective.problem
-    x, dx = objective.sim.position_tangents(problem.frame_end, objective.frames, directions, problem.goals)
+    limit = TANGENT_RESIDUAL if objective.settings.jacobian == "auto" else None
+    x, dx = objective.sim.position_tangents(
+        problem.frame_end, objective.frames, directions, problem.goals, max_residual=limit
+    )
     objective.n_forward += 1
     objective.check_diverged(x, values)
+    if dx is None:
+        return None
     objective.target.at_base_point(x)
     return np.stack([objective.target.residual_tangents(x, column) for column in dx], axis=1)

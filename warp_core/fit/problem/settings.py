@@ -42,11 +42,12 @@ class FitSettings:
     # its converged implicit steps)
     gradient: str = "auto"
     # Levenberg-Marquardt's Jacobian columns: "differences" (central differences of rollouts,
-    # two a column) or "tangents" (the model's forward tangents: one recorded rollout and a
-    # solve a substep for all columns; the soft body's). Tangents differentiate each implicit
-    # step's root, not the iterations the solver stopped at: at VBD's default iterations a
-    # dropped body's fit on them can stall where differences converge (``tangent_columns``)
-    jacobian: str = "differences"
+    # two a column), "tangents" (the model's forward tangents: one recorded rollout and a
+    # solve a substep for all columns; the soft body's) or "auto": tangents where the model
+    # has them and every step of the base rollout ends within ``TANGENT_RESIDUAL`` of the
+    # root the tangents differentiate, differences from the first Jacobian where one does
+    # not (``objective.tangent_columns``)
+    jacobian: str = "auto"
     recover_from_divergence: bool = True
     # the global phase (Levenberg–Marquardt and L-BFGS): start points per fitted parameter,
     # how many of them are refined, and other start values to try (e.g. a preset's). One

@@ -86,7 +86,8 @@ class FitResult:
     # the tape's derivative overstated what such a step does (see ``tangents``)
     n_smoothed: int = 0
     # how Levenberg-Marquardt's Jacobian columns were taken: "tangents" (the model's forward
-    # tangents) or "differences" (central differences of rollouts); None where none was
+    # tangents), "differences" (central differences of rollouts) or "tangents, then
+    # differences" (``objective.tangent_columns``); None where none was
     jacobian: str | None = None
     # kind -> the fitted weights of each map (N,) in [0, 1], their range in ``model_settings``
     maps: dict[str, np.ndarray] = field(default_factory=dict)

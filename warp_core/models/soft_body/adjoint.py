@@ -45,7 +45,7 @@ import numpy as np
 import warp as wp
 
 from .adjoint_device import device_backward
-from .adjoint_step import StepOperator, solve_adjoint
+from .adjoint_step import StepOperator, solve_adjoint, step_residual
 from .materials import parameter_gradient
 from .params import GRADIENT_KIND, PARAMETER_NAMES
 from .recording import DeviceRecording, Recording, StepHistory
@@ -216,11 +216,7 @@ def backward(
         x_start, v_start = recorder.x[n], recorder.v[n]
         y = x_start + dt * v_start + dt * dt * gravity
         op.at(x_end[n], x_start, recorder.contacts[n])
-        inertia = mass[:, None] / dt**2 * (x_end[n] - y)
-        residual = np.where(free[:, None], inertia - op.forces(), 0.0)
-        # in free fall the inertia term vanishes with the forces: the weight is the scale then
-        scale = max(np.linalg.norm(inertia[free]), weight) or 1.0
-        worst_residual = max(worst_residual, float(np.linalg.norm(residual) / scale))
+        worst_residual = max(worst_residual, step_residual(op, mass, x_end[n], y, weight))
 
         end_bar = x_bar + v_bar / dt + node_grads.get(n, 0.0)
         lam, products, solve_residual = solve_adjoint(op, mass / dt**2, end_bar)

@@ -19,7 +19,7 @@ import warp as wp
 from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only64
 from .recording import StepContacts
 
-__all__ = ["StepOperator", "fill_array", "not_converged", "solve_adjoint"]
+__all__ = ["StepOperator", "fill_array", "not_converged", "solve_adjoint", "step_residual"]
 
 SOLVE_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 SOLVE_MAX_ITERATIONS = 500
@@ -221,6 +221,18 @@ class StepOperator:
             self.grad_materials.numpy(),
             contact,
         )
+
+
+def step_residual(
+    op: StepOperator, mass: np.ndarray, x_end: np.ndarray, y: np.ndarray, weight: float
+) -> float:
+    """How far a substep's end ``x_end`` is from its implicit root (after ``op.at``): the
+    free nodes' ``|M / dt^2 (x' - y) - f(x')|`` over the inertia term's norm, or over the
+    body's ``weight`` where that is larger (in free fall both terms vanish together)."""
+    inertia = mass[:, None] / op.dt**2 * (x_end - y)
+    residual = np.where(op.free[:, None], inertia - op.forces(), 0.0)
+    scale = max(float(np.linalg.norm(inertia[op.free])), weight) or 1.0
+    return float(np.linalg.norm(residual)) / scale
 
 
 def fill_array(array: wp.array, values: np.ndarray) -> None:

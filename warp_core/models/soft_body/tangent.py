@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .adjoint import recorded_rollout
-from .adjoint_step import StepOperator
+from .adjoint_step import StepOperator, step_residual
 from .recording import Recording
 from .tangent_step import NodeSums, TetJacobians, force_product, solve_tangents
 
@@ -48,8 +48,13 @@ class SoftBodyTangents:
     :func:`soft_body_tangents`, read by the fit's objective and tests."""
 
     positions: np.ndarray  # (F, V, 3) at the output frames, as the rollout returned them
-    tangents: np.ndarray  # (D, F, V, 3) d positions / d (direction's step)
+    # (D, F, V, 3) d positions / d (direction's step); None where a step ended further from
+    # its root than the caller's ``max_residual`` (the tangents would not be the rollout's)
+    tangents: np.ndarray | None
     solve_products: int  # the most products any substep's solve took
+    # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (``adjoint_step.step_residual``),
+    # over the steps solved (up to the first over ``max_residual``)
+    residual: float
 
 
 @dataclass
@@ -104,30 +109,39 @@ def soft_body_tangents(
     directions: Sequence[Mapping[str, float]],
     goals: np.ndarray | None = None,
     weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
+    max_residual: float | None = None,
 ) -> SoftBodyTangents:
     """A recorded rollout of ``sim`` to ``frame_end`` and the derivatives of its embedded
     positions at ``output_frames`` along each of ``directions`` (parameter -> d value, and
-    the painted weights' change where ``weight_directions`` gives one); NotImplementedError
-    where the rollout has no gradient, FloatingPointError where a substep's solve does not
-    converge."""
+    the painted weights' change where ``weight_directions`` gives one), unless a step ends
+    further than ``max_residual`` from its root (then no tangents: the pass stops at that
+    step); NotImplementedError where the rollout has no gradient, FloatingPointError where a
+    substep's solve does not converge."""
     run = lambda: sim.rollout(frame_end, output_frames, goals)  # noqa: E731
     recording, result = recorded_rollout(sim, frame_end, run, device_resident=False)
     positions = result.numpy()
     moves = material_directions(sim, directions, weight_directions)
-    node_tangents, products = _forward(sim, recording, output_frames, moves)
+    node_tangents, products, residual = _forward(sim, recording, output_frames, moves, max_residual)
+    if node_tangents is None:
+        return SoftBodyTangents(positions, None, products, residual)
     nodes, weights = sim.lattice.vertex_nodes, sim.lattice.vertex_weights
     tangents = np.zeros((len(directions), len(output_frames), sim.vertex_count, 3))
     for row, dx in node_tangents.items():
         # (N, 3, D) -> the vertices' weighted sums of their four nodes
         tangents[:, row] = np.einsum("vk,vkad->dva", weights, dx[nodes])
-    return SoftBodyTangents(positions, tangents, products)
+    return SoftBodyTangents(positions, tangents, products, residual)
 
 
 def _forward(
-    sim: Any, recording: Recording, output_frames: list[int], moves: list[MaterialDirection]
-) -> tuple[dict[int, np.ndarray], int]:
-    """Output row -> the nodes' tangents (N, 3, D) at that frame, and the most products a
-    substep's solve took."""
+    sim: Any,
+    recording: Recording,
+    output_frames: list[int],
+    moves: list[MaterialDirection],
+    max_residual: float | None,
+) -> tuple[dict[int, np.ndarray] | None, int, float]:
+    """Output row -> the nodes' tangents (N, 3, D) at that frame (None: a step's residual
+    over ``max_residual``), the most products a substep's solve took and the largest step
+    residual met."""
     settings = sim.settings
     steps = int(settings.substeps)
     dt = 1.0 / (float(settings.fps) * steps)
@@ -138,6 +152,7 @@ def _forward(
     unit_mass = sim.scene.unit_mass * free
     mass = unit_mass * float(settings.density)
     gravity = np.asarray(settings.gravity, dtype=np.float64)
+    weight = float(np.linalg.norm(mass) * np.linalg.norm(gravity))
     materials = sim.scene.model.tet_materials.numpy().astype(np.float64)
     d_materials = np.stack([m.materials for m in moves], axis=-1)  # (T, 3, D)
     d_contact = np.array([m.log_contact_stiffness for m in moves])
@@ -148,16 +163,19 @@ def _forward(
     dx = np.zeros((sim.node_count, 3, len(moves)))
     dv = np.zeros_like(dx)
     out: dict[int, np.ndarray] = {}  # rows of frames before the first substep stay zero
-    most = 0
+    most, worst = 0, 0.0
     last = max(wanted, default=-1)
     n_steps = len(recording.x) - 1
     for n in range(min(last + 1, n_steps)):
         x_start, v_start = recording.x[n], recording.v[n]
         x_end = np.where(free[:, None], recording.x[n + 1], x_start)
-        jac = tets.at(x_end, x_start, materials)
-        op.at(x_end, x_start, recording.contacts[n])
-        jac.contacts = op.contact_jacobians()
         y = x_start + dt * v_start + dt * dt * gravity
+        op.at(x_end, x_start, recording.contacts[n])
+        worst = max(worst, step_residual(op, mass, x_end, y, weight))
+        if max_residual is not None and worst > max_residual:
+            return None, most, worst
+        jac = tets.at(x_end, x_start, materials)
+        jac.contacts = op.contact_jacobians()
         rhs = mass[:, None, None] / dt**2 * (dx + dt * dv) + force_product(jac, sums, dx, start=True)
         rhs += sums(np.matmul(jac.materials, d_materials))
         if jac.contacts is not None:
@@ -170,7 +188,7 @@ def _forward(
         dx = dx_end
         for row in wanted.get(n, ()):
             out[row] = dx.copy()
-    return out, most
+    return out, most, worst
 
 
 class ForwardTangents:
@@ -184,8 +202,11 @@ class ForwardTangents:
         directions: Sequence[Mapping[str, float]],
         goals: np.ndarray | None = None,
         weight_directions: Sequence[Mapping[str, np.ndarray]] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(positions (F, V, 3), their derivatives along each direction (D, F, V, 3)) of a
-        rollout to ``frame_end``: :func:`soft_body_tangents`."""
-        found = soft_body_tangents(self, frame_end, output_frames, directions, goals, weight_directions)
+        max_residual: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(positions (F, V, 3), their derivatives along each direction (D, F, V, 3) or None)
+        of a rollout to ``frame_end``: :func:`soft_body_tangents`."""
+        found = soft_body_tangents(
+            self, frame_end, output_frames, directions, goals, weight_directions, max_residual
+        )
         return found.positions, found.tangents
