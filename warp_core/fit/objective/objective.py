@@ -101,6 +101,7 @@ class FitObjective:
         self.n_forward = 0
         self.n_backward = 0
         self.jacobian_used: str | None = None  # see ``tangent_columns``, once a Jacobian is taken
+        self.tangents_refused = False  # a base rollout's steps left their roots (``tangent_columns``)
         jacobian_kind(self)  # a Jacobian the model cannot give is refused before any rollout
         self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
         # the largest "gradient_residual" a backward pass reported (``ModelRollout.extras``)

@@ -59,14 +59,15 @@ def jacobian_kind(objective: FitObjective) -> str:
             "use the jacobian 'differences' or 'auto'"
         )
     if kind == "auto":
-        return "tangents" if has and objective.jacobian_used != SWITCHED else "differences"
+        return "tangents" if has and not objective.tangents_refused else "differences"
     return kind
 
 
 def log_jacobian_of(objective: FitObjective, values: dict[str, float]) -> np.ndarray:
     """d residual / d log value of each free parameter of ``objective.spec`` (its followers
     moved with it), by :func:`jacobian_kind`'s kind; the objective keeps which it took
-    (``jacobian_used``: the kind, or ``SWITCHED``)."""
+    (``jacobian_used``: the kind, or ``SWITCHED`` once differences followed tangents) and
+    whether "auto" refused the tangents (``tangents_refused``, for the rest of the fit)."""
     spec = objective.spec
     groups = [
         (spec.group(k), (float(spec.log_lower[k]), float(spec.log_upper[k]))) for k in range(spec.n_free)
@@ -77,9 +78,11 @@ def log_jacobian_of(objective: FitObjective, values: dict[str, float]) -> np.nda
         if columns is not None:
             objective.jacobian_used = "tangents"
             return columns
+        objective.tangents_refused = True
+    if objective.jacobian_used in ("tangents", SWITCHED):
         objective.jacobian_used = SWITCHED
-    elif objective.jacobian_used != SWITCHED:
-        objective.jacobian_used = kind
+    else:
+        objective.jacobian_used = "differences"
     return np.stack(log_tangents(objective, values, groups), axis=1)
 
 
