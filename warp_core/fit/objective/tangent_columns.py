@@ -9,8 +9,9 @@ Measured on the soft body on this project's 2-core CPU:
 * Cost: a 750-tet box's tangents take 0.71 s for one column, 1.13 s for two, 1.12 s for four
   and 1.48 s for nine, with their recorded rollout; one rollout takes 0.24 s at VBD's
   default 10 iterations. The tangents' solves do not grow with VBD's iterations, the
-  rollouts do: on a bar hanging in 3 and 6 stiffness regions at 100 iterations LM took
-  13.8 s and 22.4 s on tangents against 38.0 s and 171.8 s on differences, each converged.
+  rollouts do: on a bar hanging in 3, 6 and 9 stiffness regions at 100 iterations LM took
+  13.8 s, 17.7 s and 24.5 s on tangents against 38.2 s, 175.0 s and 264.7 s on differences,
+  each converged (``bench/soft_body_regions.py``).
 * Where they hold: they are the derivatives of each implicit step's root. A box hanging
   from pins, whose steps end within 9e-5 of their roots at 60 iterations, has tangents
   within 2e-3 of its rollouts' differences; at 30 iterations (7e-3) within 12 %, at 10
