@@ -19,7 +19,7 @@ import warp as wp
 from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only64
 from .recording import StepContacts
 
-__all__ = ["StepOperator", "fill_array", "not_converged", "solve_adjoint", "step_residual"]
+__all__ = ["StepOperator", "fill_array", "inverse_3x3", "not_converged", "solve_adjoint", "step_residual"]
 
 SOLVE_TOLERANCE = 1e-6  # relative residual of the adjoint solve (the products are float32)
 SOLVE_MAX_ITERATIONS = 500

@@ -19,7 +19,14 @@ import numpy as np
 import warp as wp
 
 from .adjoint_kernels import tet_row_forces64
-from .adjoint_step import SOLVE_ACCEPT, SOLVE_MAX_ITERATIONS, SOLVE_TOLERANCE, fill_array, not_converged
+from .adjoint_step import (
+    SOLVE_ACCEPT,
+    SOLVE_MAX_ITERATIONS,
+    SOLVE_TOLERANCE,
+    fill_array,
+    inverse_3x3,
+    not_converged,
+)
 
 __all__ = ["StepJacobians", "TetJacobians", "solve_tangents"]
 
@@ -149,7 +156,7 @@ def solve_tangents(
     mask = free[:, None, None]
     blocks = mass_dt2[:, None, None] * np.eye(3) - diagonal_blocks(jac, nodes)
     blocks[~free] = np.eye(3)
-    inverse = np.linalg.inv(blocks)
+    inverse = inverse_3x3(blocks)
 
     def apply(p: np.ndarray) -> np.ndarray:
         p = np.where(mask, p, 0.0)
@@ -181,7 +188,8 @@ def solve_tangents(
         rho = safe
         y = precondition(p)
         v = apply(y)
-        alpha = rho / np.where(dot(shadow, v) == 0.0, 1.0, dot(shadow, v))
+        shadow_v = dot(shadow, v)
+        alpha = rho / np.where(shadow_v == 0.0, 1.0, shadow_v)
         s = r - alpha * v
         z = precondition(s)
         t = apply(z)
@@ -194,7 +202,8 @@ def solve_tangents(
         if products % 20 == 0:
             r = np.where(done, r, rhs - apply(x))  # the true residual (the recursive one drifts)
             products += 1
-    residual = float((np.sqrt(dot(rhs - apply(x), rhs - apply(x))) / scale).max())
+    r = rhs - apply(x)
+    residual = float((np.sqrt(dot(r, r)) / scale).max())
     if residual <= SOLVE_ACCEPT:
         return x, products
     raise not_converged(products, residual)
