@@ -21,6 +21,7 @@ import warp as wp
 from .adjoint_kernels import tet_row_forces64
 from .adjoint_step import (
     SOLVE_ACCEPT,
+    SOLVE_CHECK,
     SOLVE_MAX_ITERATIONS,
     SOLVE_TOLERANCE,
     fill_array,
@@ -177,8 +178,9 @@ def solve_tangents(
     d = rhs.shape[-1]
     rho, alpha, omega = np.ones(d), np.ones(d), np.ones(d)
     v = p = np.zeros_like(rhs)
-    products = 0
+    products = iterations = 0
     while products < SOLVE_MAX_ITERATIONS:
+        iterations += 1
         residual = np.sqrt(dot(r, r)) / scale
         if (residual <= SOLVE_TOLERANCE).all():
             return x, products
@@ -199,7 +201,7 @@ def solve_tangents(
         done = residual <= SOLVE_TOLERANCE  # converged columns stay as they are
         x = np.where(done, x, x + alpha * y + omega * z)
         r = np.where(done, r, s - omega * t)
-        if products % 20 == 0:
+        if iterations % SOLVE_CHECK == 0:
             r = np.where(done, r, rhs - apply(x))  # the true residual (the recursive one drifts)
             products += 1
     r = rhs - apply(x)
