@@ -189,6 +189,7 @@ def two_parameter_fit(device: str) -> dict:
         "damping_error": result.params["damping"] / truth.damping - 1.0,
         "rmse_m": result.rmse,
         "rollouts": result.n_forward,
+        "jacobian": result.jacobian,
     }
 
 
@@ -232,6 +233,7 @@ def three_region_fit(device: str, optimizer: str = "auto") -> dict:
         "rmse_m": result.rmse,
         "rollouts": result.n_forward,
         "backward": result.n_backward,
+        "jacobian": result.jacobian,
     }
 
 

@@ -114,9 +114,9 @@ def soft_body_tangents(
     """A recorded rollout of ``sim`` to ``frame_end`` and the derivatives of its embedded
     positions at ``output_frames`` along each of ``directions`` (parameter -> d value, and
     the painted weights' change where ``weight_directions`` gives one), unless a step ends
-    further than ``max_residual`` from its root (then no tangents: the pass stops at that
-    step); NotImplementedError where the rollout has no gradient, FloatingPointError where a
-    substep's solve does not converge."""
+    further than ``max_residual`` from its root (then no tangents, and every step's residual
+    is checked before any is solved); NotImplementedError where the rollout has no gradient,
+    FloatingPointError where a substep's solve does not converge."""
     run = lambda: sim.rollout(frame_end, output_frames, goals)  # noqa: E731
     recording, result = recorded_rollout(sim, frame_end, run, device_resident=False)
     positions = result.numpy()
@@ -165,15 +165,26 @@ def _forward(
     out: dict[int, np.ndarray] = {}  # rows of frames before the first substep stay zero
     most, worst = 0, 0.0
     last = max(wanted, default=-1)
-    n_steps = len(recording.x) - 1
-    for n in range(min(last + 1, n_steps)):
+    steps_solved = range(min(last + 1, len(recording.x) - 1))
+
+    def step_at(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         x_start, v_start = recording.x[n], recording.v[n]
         x_end = np.where(free[:, None], recording.x[n + 1], x_start)
-        y = x_start + dt * v_start + dt * dt * gravity
         op.at(x_end, x_start, recording.contacts[n])
-        worst = max(worst, step_residual(op, mass, x_end, y, weight))
-        if max_residual is not None and worst > max_residual:
-            return None, most, worst
+        return x_start, x_end, x_start + dt * v_start + dt * dt * gravity
+
+    if max_residual is not None:
+        # every step checked before any is solved: a refusal (often a contact late in the
+        # rollout) then costs one force evaluation a step, not the solves before it
+        for n in steps_solved:
+            _, x_end, y = step_at(n)
+            worst = max(worst, step_residual(op, mass, x_end, y, weight))
+            if worst > max_residual:
+                return None, most, worst
+    for n in steps_solved:
+        x_start, x_end, y = step_at(n)
+        if max_residual is None:
+            worst = max(worst, step_residual(op, mass, x_end, y, weight))
         jac = tets.at(x_end, x_start, materials)
         jac.contacts = op.contact_jacobians()
         rhs = mass[:, None, None] / dt**2 * (dx + dt * dv) + force_product(jac, sums, dx, start=True)
