@@ -30,6 +30,7 @@ import warp as wp
 from .lattice import Lattice
 from .motion import collider_poses
 from .params import SoftBodyParams, viscosity
+from .soft_mesh import add_soft_body
 
 __all__ = [
     "CONTACT_STIFFNESS_CELLS",
@@ -119,18 +120,15 @@ def build_scene(
     h = lattice.cell_size
     stiffness = contact_stiffness(float(params.young_modulus), h)
     builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=tuple(float(g) for g in params.gravity))
-    builder.add_soft_mesh(
-        pos=wp.vec3(0.0, 0.0, 0.0),
-        rot=wp.quat_identity(),
-        scale=1.0,
-        vel=wp.vec3(0.0, 0.0, 0.0),
-        vertices=(lattice.nodes - origin).astype(np.float32),
-        indices=lattice.tets.ravel().tolist(),
+    # Newton's add_soft_mesh, batched; without its bending edges, which serve self-contact only
+    add_soft_body(
+        builder,
+        (lattice.nodes - origin).astype(np.float32),
+        lattice.tets,
         density=1.0,
         k_mu=mu,
         k_lambda=lam,
         k_damp=newton_damping(params),
-        add_surface_mesh_edges=False,  # bending edges only serve self-contact, which is off
         particle_radius=PARTICLE_RADIUS_CELLS * h,
     )
     if params.ground:
