@@ -60,6 +60,14 @@ BENDING_FLOOR = 1e-7
 # -11 %): the mesh is too coarse for it (outcome "coarse")
 OVERHANG_EDGES = 4
 COARSE_ANGLE_DEG = 70.0
+# The rig's 50-frame windows hold the tremble of overhangs up to 60 mm. A longer strip
+# trembles more, steeply with its length (quality 10, 10 mm quads: the 50-frame means of a
+# 350 g/m^2 strip's tip drift by a median 3 micrometres a frame at 60 mm, 19 at 80, 47 at
+# 100, against the settle test's 4; an 80 mm one settled by chance, read +-0.9 % from
+# window to window and never settled at all under a drape fit's floor of shear). Its
+# windows grow as (overhang / 60 mm)^5 (drift falls about as window^-1.5 to -2), at most a
+# quarter of the frame limit: an 80 mm overhang's 211 frames drift 1.3, read +-0.3 %
+WINDOW_FRAMES, WINDOW_FROM_M, WINDOW_EXPONENT = 50, 0.06, 5.0
 # readings moving by less than this power of the bending over a doubling or more no longer
 # follow it (the strip's stretch or the mesh decides the shape)
 SLOPE_FLOOR = 0.05
@@ -122,7 +130,8 @@ def fabric_rig(edge_m: float, bending_length_m: float) -> CantileverRig:
     by the overhang at which Peirce's strip of that bending length falls to the standards'
     41.5 deg (``c / PEIRCE_RATIO``, about 2 c), in whole edges (at least
     ``OVERHANG_EDGES``). It stays fixed through a fit: the reading drifts by about 0.25 % a
-    degree of tip angle, so a strip matched on it hangs near the standards' angle."""
+    degree of tip angle, so a strip matched on it hangs near the standards' angle. Overhangs
+    past 60 mm are read over longer windows (``WINDOW_FRAMES``)."""
     if not edge_m > 0.0:
         raise ValueError(f"edge_m must be > 0, got {edge_m!r}")
 
@@ -130,6 +139,10 @@ def fabric_rig(edge_m: float, bending_length_m: float) -> CantileverRig:
         return max(least, round(length / edge_m)) * edge_m
 
     overhang = edges(bending_length_m / PEIRCE_RATIO, least=OVERHANG_EDGES)
+    # a longer strip creeps down longer: a 100 mm overhang of 10 mm edges settles at
+    # frame 1250, past the rig's 1000 (the frames it needs grow about with the length)
+    frame_limit = min(max(1000, 50 * round(20.0 * overhang / 0.05)), 3000)
+    window = round(WINDOW_FRAMES * max(1.0, overhang / WINDOW_FROM_M) ** WINDOW_EXPONENT)
     return CantileverRig(
         # at least 3 edges across: a 10 mm mesh's 2-edge strip (a row of vertices down its
         # middle) has a second resting shape 6 % apart in the reading that it jumps to
@@ -137,9 +150,8 @@ def fabric_rig(edge_m: float, bending_length_m: float) -> CantileverRig:
         edge_m=edge_m,
         platform_m=edges(0.02),
         overhang_m=overhang,
-        # a longer strip creeps down longer: a 100 mm overhang of 10 mm edges settles at
-        # frame 1250, past the rig's 1000 (the frames it needs grow about with the length)
-        frame_limit=min(max(1000, 50 * round(20.0 * overhang / 0.05)), 3000),
+        window_frames=min(window, frame_limit // 4),
+        frame_limit=frame_limit,
     )
 
 
@@ -204,8 +216,9 @@ def fit_bending(
     ``unreachable``: a step would leave Blender's range (or the search's floor of 1e-7,
     which hangs a strip nearly straight down), or two readings of bendings 2 times apart
     moved by less than 0.05 in log-log. Strips of 10 mm edges settle for bending lengths to
-    50 mm (100 mm overhangs), of 5 mm edges at 25 mm but not at 40 mm: longer strips tremble
-    by a millimetre a frame, or still creep, when the rig stops and come back ``unsettled``."""
+    50 mm (100 mm overhangs, in longer windows: ``WINDOW_FRAMES``), of 5 mm edges at 25 mm;
+    at 40 mm those tremble more, and their settled readings scatter by +-2 % between nearby
+    bendings (a 350 g/m^2 canvas: ``stalled`` at -1.2 % after 8 runs)."""
     if not EDGE_RANGE_MM[0] <= edge_m * 1e3 <= EDGE_RANGE_MM[1]:
         raise ValueError(f"edge_m = {edge_m!r} is outside the plausible range [0.001, 0.05] m")
     if numbers.bending_length_mm is None:

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from ..devices import placed_device
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
-from .cantilever import IN_PLANE_CEILING, cantilever_strip
+from . import fabric
+from .cantilever import IN_PLANE_CEILING, CantileverRig, cantilever_strip, rig_settings
 from .drape import DrapeRig, drape_scale, drape_settings, drape_specimen, run_drapes
 from .drape_search import DRAPE_READ_BACK, drape_search
 from .fabric import EDGE_RANGE_MM, FabricNumbers, fabric_rig, fit_bending, read_bending_length, vertex_mass
@@ -79,6 +80,7 @@ class _Rig:
     width: int = 1
     strip: StripRig | None = None  # the tensile and bias rigs' strip
     drape: DrapeRig | None = None  # the drape rig's
+    cantilever: CantileverRig | None = None  # the cantilever's
     device: str = "cpu"  # where it runs
     # the settings of its fit's best run and that run's (reading, settled, starts): read
     # again only where a later rig changed them
@@ -150,6 +152,13 @@ def fit_fabric(
             account(rig, fit.outcome, fit.runs, fit.seconds, (fit.settings, *_strip_values(fit.reading)))
             return fit.settings
         if rig.number == "bending_length_mm":
+            if rig.known is not None and rig.known[2] and _off(rig, rig.known[1]) <= _limit(rig):
+                again = _at(at, rig.setting, getattr(rig.known[0], rig.setting))
+                if _same_run(rig, rig.known[0], again):
+                    # the rig hangs the strip it read its number on (another rig moved only a
+                    # stiffness it holds at its ceiling or floor): a search would repeat its runs
+                    account(rig, rig.outcome, 0, 0.0, (again, *rig.known[1:]))
+                    return again
             fit = fit_bending(numbers, edge_m, at, rig.device, precision)
             reading = (fit.settings, fit.reading.bending_length_m * 1e3, fit.reading.settled, ())
             account(rig, fit.outcome, fit.runs, fit.seconds, reading)
@@ -157,10 +166,10 @@ def fit_fabric(
         return _fit_drape(numbers.drape_coefficient, at, rig, account, lambda run: begin(rig, run))
 
     # The rigs' settings move each other's readings: the shear the tensile strip's by a lot
-    # (the diagonals carry a share of the pull) and the cantilever's (the rig raises a soft
-    # shear only so far), the tension the bias strip's a little (the clamp holds the trellis
-    # back), bending and shear the drape's. So each rig is fitted at the others' latest
-    # values, round after round, until no setting moves by more than SETTLED between rounds.
+    # (the diagonals carry a share of the pull; not the cantilever's, which holds the shear
+    # at Blender's default at least), the tension the bias strip's a little (the clamp holds
+    # the trellis back), bending and shear the drape's. So each rig is fitted at the others'
+    # latest values, round after round, until no setting moves by more than SETTLED between rounds.
     # The bias first: it barely depends on the tension
     fitted = [rigs[n] for n in FIT_ORDER if n in rigs and rigs[n].setting]
     last: dict[str, float] = {}
@@ -245,9 +254,13 @@ def _same_run(rig: _Rig, one: ClothParams, other: ClothParams) -> bool:
     """Whether ``rig`` run at ``one`` is its run at ``other``: the drape rig simulates the same
     settings for in-plane stiffnesses the tensile or bias rig moved between a few thousandths
     and Blender's defaults (it raises them to those, ``drape_settings``), so a new round need
-    not drape the specimen again to read what it read."""
+    not drape the specimen again to read what it read; the cantilever likewise for a tension
+    past its ceiling or a shear below its floor (``cantilever.rig_settings``)."""
     if one == other:
         return True
+    if rig.cantilever is not None:
+        hung = [rig_settings(s, fabric.scaled_rig(s, rig.cantilever)) for s in (one, other)]
+        return hung[0] == hung[1]
     return rig.drape is not None and drape_settings(one, rig.drape) == drape_settings(other, rig.drape)
 
 
@@ -294,6 +307,7 @@ def _rigs(numbers: FabricNumbers, edge_m: float, device: str, precision: str) ->
             "bending_stiffness",
             numbers.bending_length_mm,
             read_cantilever,
+            cantilever=cantilever,
             device=on[0],
         )
     if numbers.drape_coefficient is not None:
