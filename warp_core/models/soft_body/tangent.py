@@ -157,8 +157,6 @@ def _forward(
     d_materials = np.stack([m.materials for m in moves], axis=-1)  # (T, 3, D)
     d_contact = np.array([m.log_contact_stiffness for m in moves])
     d_density = np.array([m.density for m in moves])
-    tets = TetJacobians(sim, dt)
-    sums = NodeSums(tets.tets, sim.node_count)
     op = StepOperator(sim, dt)
     dx = np.zeros((sim.node_count, 3, len(moves)))
     dv = np.zeros_like(dx)
@@ -181,6 +179,9 @@ def _forward(
             worst = max(worst, step_residual(op, mass, x_end, y, weight))
             if worst > max_residual:
                 return None, most, worst
+    # made only once no step refused: their row kernels are a module of their own to load
+    tets = TetJacobians(sim, dt)
+    sums = NodeSums(tets.tets, sim.node_count)
     for n in steps_solved:
         x_start, x_end, y = step_at(n)
         if max_residual is None:
