@@ -152,11 +152,11 @@ def fit_fabric(
             account(rig, fit.outcome, fit.runs, fit.seconds, (fit.settings, *_strip_values(fit.reading)))
             return fit.settings
         if rig.number == "bending_length_mm":
-            if rig.known is not None and rig.known[2] and _off(rig, rig.known[1]) <= _limit(rig):
+            if rig.known is not None:
                 again = _at(at, rig.setting, getattr(rig.known[0], rig.setting))
-                if _same_run(rig, rig.known[0], again):
-                    # the rig hangs the strip it read its number on (another rig moved only a
-                    # stiffness it holds at its ceiling or floor): a search would repeat its runs
+                # the rig hangs the strip it read its number on (another rig moved only a
+                # stiffness it holds at its ceiling or floor): a search would repeat its runs
+                if _same_run(rig, rig.known[0], again) and _reads_back(rig, again, begin, account):
                     account(rig, rig.outcome, 0, 0.0, (again, *rig.known[1:]))
                     return again
             fit = fit_bending(numbers, edge_m, at, rig.device, precision)

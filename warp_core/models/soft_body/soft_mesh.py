@@ -43,13 +43,6 @@ def add_soft_body(
     start = len(builder.particle_q)
     positions = np.asarray(vertices, dtype=np.float32)
     count = len(positions)
-    builder.add_particles(
-        pos=[tuple(p) for p in positions.tolist()],
-        vel=[(0.0, 0.0, 0.0)] * count,
-        mass=[0.0] * count,
-        radius=[float(particle_radius)] * count,
-    )
-
     tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
     corners = positions[tets]  # (T, 4, 3) float32, as Newton's per-tet arrays are
     edges = corners[:, 1:] - corners[:, :1]  # (T, 3, 3): rows q - p, r - p, s - p
@@ -59,19 +52,21 @@ def add_soft_body(
     kept = volumes > 0.0
     if not kept.all():
         logger.warning("%d inverted tetrahedral elements left out", int((~kept).sum()))
-    poses = np.linalg.inv(rest[kept])
+    # each kept tet's quarter volume to its four nodes, summed in Newton's order
+    masses = np.zeros(count)
+    np.add.at(masses, tets[kept].ravel(), np.repeat(float(density) * volumes[kept] / 4.0, 4))
+
+    builder.add_particles(
+        pos=[tuple(p) for p in positions.tolist()],
+        vel=[(0.0, 0.0, 0.0)] * count,
+        mass=masses.tolist(),
+        radius=[float(particle_radius)] * count,
+    )
     builder.tet_indices.extend(map(tuple, (tets[kept] + start).tolist()))
-    builder.tet_poses.extend(poses.tolist())
+    builder.tet_poses.extend(np.linalg.inv(rest[kept]).tolist())
     builder.tet_activations.extend([0.0] * int(kept.sum()))
     material = tuple(float(np.float32(k)) for k in (k_mu, k_lambda, k_damp))
     builder.tet_materials.extend([material] * int(kept.sum()))
-
-    # each kept tet's quarter volume to its four nodes, summed in Newton's order
-    masses = np.zeros(count)
-    quarter = np.repeat(float(density) * volumes[kept] / 4.0, 4)
-    np.add.at(masses, tets[kept].ravel(), quarter)
-    for k, mass in enumerate(masses.tolist()):
-        builder.particle_mass[start + k] = mass
 
     surface = newton.TetMesh.compute_surface_triangles(tets.ravel()).reshape(-1, 3) + start
     zeros = [0.0] * len(surface)
