@@ -12,7 +12,7 @@ SOFT_BODY = [
         "soft body: contact stiffness stays where the simulator was built (not following E)",
         "warp_core/models/soft_body/simulator.py",
         "stiffness = contact_stiffness(self.materials.mean_young_modulus(settings), self.lattice.cell_size)",
-        "stiffness = self.scene.model.soft_contact_ke",
+        "stiffness = self.scene.contact_stiffness",
         SOFT_CORE,
     ),
     Mutation(

@@ -120,8 +120,8 @@ def test_rollouts_are_bit_identical(dropped_on_ground) -> None:
 def test_captured_frames_and_kernel_launches_agree_bit_for_bit() -> None:
     """Each frame's substeps replay as a captured graph, on the CPU too: with pins on moving
     goals and a moving collider (frame data copied into the graph's buffers), and after a
-    new Young's modulus (which moves the contact stiffness the graphs hold), the rollout is
-    the one kernel-by-kernel launches make, bit for bit."""
+    new Young's modulus (which moves the contact stiffness, kept in arrays that the graphs
+    read), the rollout is the one kernel-by-kernel launches make, bit for bit."""
     lift = np.repeat(np.eye(4)[None], 13, axis=0)
     lift[:, 2, 3] = -0.3 + 0.01 * np.arange(13)
     lift[:, 0, 3] = 0.004 * np.arange(13)

@@ -8,8 +8,9 @@ stiffness of one cubic cell of the material, following E whenever it is set: a s
 built at other start values then moves exactly as one built at these), so a body
 resting on the ground sinks into it by a small fraction of a cell. Newton mixes the
 particle side's and the shape's contact materials (stiffness and damping by their mean,
-friction by the geometric mean), so both sides get the same stiffness and damping, and
-the shape's friction is squared against a particle-side friction of 1.
+friction by the geometric mean): the particle side's stiffness and damping are 0 and the
+shapes' twice the contact's (``set_contact_stiffness`` says why), and the shape's friction
+is squared against a particle-side friction of 1.
 
 Damping: Newton's tetrahedral ``k_damp`` is a viscosity (Pa s) on the rate of the right
 Cauchy-Green tensor C = F^T F; its viscous stress is ``4 k_damp`` times the strain rate,
@@ -65,6 +66,7 @@ class NewtonScene:
     moving: list[np.ndarray]  # the (F, 4, 4) world matrices of each moving collider, by body
     moving_names: list[str]
     origin: np.ndarray  # (3,) world position of the simulation's origin
+    contact_stiffness: float = 0.0  # N/m, every contact's penalty stiffness (``set_contact_stiffness``)
 
     def body_poses(self, n_frames: int) -> np.ndarray | None:
         """(n_frames + 1, B, 7) poses of the moving colliders' bodies, None without any."""
@@ -82,10 +84,9 @@ def newton_damping(params: SoftBodyParams) -> float:
     return viscosity(float(params.damping), params.lame()[0])
 
 
-def _shape_config(stiffness: float, friction: float) -> newton.ModelBuilder.ShapeConfig:
+def _shape_config(friction: float) -> newton.ModelBuilder.ShapeConfig:
+    # the stiffness and damping: set_contact_stiffness's, once the model is built
     cfg = newton.ModelBuilder.ShapeConfig()
-    cfg.ke = stiffness
-    cfg.kd = stiffness * CONTACT_DAMPING_TIME
     cfg.mu = float(friction) ** 2  # against the particles' 1: geometric mean = friction
     cfg.density = 0.0  # colliders are kinematic: no mass or inertia to compute
     cfg.margin = 0.0
@@ -93,14 +94,12 @@ def _shape_config(stiffness: float, friction: float) -> newton.ModelBuilder.Shap
     return cfg
 
 
-def _add_colliders(
-    builder: newton.ModelBuilder, params: SoftBodyParams, stiffness: float, origin: np.ndarray
-) -> tuple:
+def _add_colliders(builder: newton.ModelBuilder, params: SoftBodyParams, origin: np.ndarray) -> tuple:
     moving, names = [], []
     for k, c in enumerate(params.colliders):
         world = c.vertices @ c.matrices[0][:3, :3].T + c.matrices[0][:3, 3] - origin
         mesh = newton.Mesh(world.astype(np.float32), c.triangles.ravel(), compute_inertia=False)
-        cfg = _shape_config(stiffness, c.friction)
+        cfg = _shape_config(c.friction)
         body = -1
         if c.moves:
             collider_poses(c.matrices, c.name, len(c.matrices) - 1)  # refuse a non-rigid motion now
@@ -133,13 +132,11 @@ def build_scene(
     )
     if params.ground:
         builder.add_ground_plane(
-            height=float(params.ground_height - origin[2]), cfg=_shape_config(stiffness, params.friction)
+            height=float(params.ground_height - origin[2]), cfg=_shape_config(params.friction)
         )
-    moving, names = _add_colliders(builder, params, stiffness, origin)
+    moving, names = _add_colliders(builder, params, origin)
     builder.color()
     model = builder.finalize(device=device)
-    model.soft_contact_ke = stiffness
-    model.soft_contact_kd = stiffness * CONTACT_DAMPING_TIME
     model.soft_contact_mu = 1.0
 
     unit_mass = model.particle_mass.numpy().astype(np.float64)
@@ -156,6 +153,7 @@ def build_scene(
     )
     states = (model.state(), model.state())
     scene = NewtonScene(model, solver, states, pipeline, contacts, unit_mass, moving, names, origin)
+    set_contact_stiffness(scene, stiffness)
     set_density(scene, float(params.density), pinned)
     return scene
 
@@ -176,14 +174,22 @@ def contact_stiffness(young_modulus: float, cell_size: float) -> float:
 
 
 def set_contact_stiffness(scene: NewtonScene, stiffness: float) -> None:
-    """The penalty stiffness and damping of every contact (both sides), in place. Newton
-    reads the particle side's as a launch argument: captured graphs must be captured anew."""
+    """The penalty stiffness and damping of every contact, in place.
+
+    Newton takes a contact's stiffness as the mean of the particle side's and the shape's.
+    The particle side's is a launch argument, which a captured graph keeps as it was; the
+    shapes' are arrays, which it reads when replayed. So the particle side stays 0 and each
+    shape carries twice the value: the mean is the value exactly (doubling and halving are
+    exact in float32), and a change of stiffness (it follows Young's modulus) keeps every
+    graph, where a new launch argument would make each rollout of a fit capture its graphs
+    anew."""
     model = scene.model
-    model.soft_contact_ke = stiffness
-    model.soft_contact_kd = stiffness * CONTACT_DAMPING_TIME
+    model.soft_contact_ke = 0.0
+    model.soft_contact_kd = 0.0
     if model.shape_count:
-        model.shape_material_ke.fill_(stiffness)
-        model.shape_material_kd.fill_(stiffness * CONTACT_DAMPING_TIME)
+        model.shape_material_ke.fill_(2.0 * stiffness)
+        model.shape_material_kd.fill_(2.0 * stiffness * CONTACT_DAMPING_TIME)
+    scene.contact_stiffness = stiffness
 
 
 def set_material(scene: NewtonScene, materials: np.ndarray) -> None:

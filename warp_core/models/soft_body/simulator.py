@@ -208,10 +208,8 @@ class SoftBodySimulator(Unbatched, ForwardTangents):
         """Every tet's material and the contact stiffness at ``settings`` and the maps."""
         set_material(self.scene, self.materials.materials(settings))
         stiffness = contact_stiffness(self.materials.mean_young_modulus(settings), self.lattice.cell_size)
-        if stiffness != self.scene.model.soft_contact_ke:
-            set_contact_stiffness(self.scene, stiffness)
-            for graphs in (self._graphs, self.step_history.graphs if self.step_history else {}):
-                graphs.clear()  # they hold the old contact stiffness
+        if stiffness != self.scene.contact_stiffness:
+            set_contact_stiffness(self.scene, stiffness)  # the captured graphs read it
 
     # ---------------------------------------------------------------- material maps
     def record_maps(self, kinds: Sequence[str]) -> None:
