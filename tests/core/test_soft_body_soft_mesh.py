@@ -11,7 +11,7 @@ import warp as wp
 from soft_body_meshes import box_mesh
 
 from warp_core.models.soft_body.lattice import build_lattice
-from warp_core.models.soft_body.soft_mesh import add_soft_body
+from warp_core.models.soft_body.soft_mesh import add_soft_body, surface_triangles
 
 K_MU, K_LAMBDA, K_DAMP = 3.8e4, 5.7e4, 12.5
 DENSITY, RADIUS = 1000.0, 0.004
@@ -76,3 +76,16 @@ def lattice_volume(lattice) -> float:
     corners = lattice.nodes[lattice.tets]
     edges = corners[:, 1:] - corners[:, :1]
     return float(np.abs(np.linalg.det(edges)).sum() / 6.0)
+
+
+def test_the_surface_is_newtons_on_tets_that_share_faces_in_any_order() -> None:
+    """Two cubes of five tets each, sharing a face, their tets shuffled and their node
+    numbers permuted: the faces of one tet only, in tet order, wound as Newton winds them."""
+    cube = np.array([[0, 1, 3, 4], [1, 2, 3, 6], [1, 4, 5, 6], [3, 4, 6, 7], [1, 3, 4, 6]])
+    tets = np.concatenate([cube, cube + 4])  # the second shares nodes 4-7: the face 4-6-7 and more
+    rng = np.random.default_rng(3)
+    tets = rng.permutation(rng.permutation(12)[tets])
+    expected = newton.TetMesh.compute_surface_triangles(tets.ravel()).reshape(-1, 3)
+    found = surface_triangles(tets)
+    assert found.dtype == np.int32 and 0 < len(found) < 4 * len(tets)
+    np.testing.assert_array_equal(found, expected)

@@ -21,9 +21,27 @@ import logging
 import newton
 import numpy as np
 
-__all__ = ["add_soft_body"]
+__all__ = ["add_soft_body", "surface_triangles"]
 
 logger = logging.getLogger(__name__)
+
+# each tet's four faces, wound as Newton's TetMesh.compute_surface_triangles winds them
+FACES = np.array([[0, 2, 1], [1, 2, 3], [0, 1, 3], [0, 3, 2]])
+
+
+def surface_triangles(tets: np.ndarray) -> np.ndarray:
+    """(F, 3) int32: the faces of ``tets`` (T, 4) that belong to one tet only, in tet order,
+    as ``newton.TetMesh.compute_surface_triangles`` gives them. Each face is found by one
+    int64 key of its sorted nodes, where Newton sorts rows of three (np.unique on axis 0 is
+    a lexicographic sort of structured rows: 6 times as long on a 47k-tet body)."""
+    tets = np.asarray(tets, dtype=np.int64).reshape(-1, 4)
+    faces = tets[:, FACES].reshape(-1, 3)
+    if len(faces) == 0:
+        return np.zeros((0, 3), dtype=np.int32)
+    a, b, c = np.sort(faces, axis=1).T
+    base = int(tets.max()) + 1  # keys below base**3: nodes up to 2 million in an int64
+    _, inverse, counts = np.unique((a * base + b) * base + c, return_inverse=True, return_counts=True)
+    return faces[counts[inverse] == 1].astype(np.int32)
 
 
 def add_soft_body(
@@ -68,7 +86,7 @@ def add_soft_body(
     material = tuple(float(np.float32(k)) for k in (k_mu, k_lambda, k_damp))
     builder.tet_materials.extend([material] * int(kept.sum()))
 
-    surface = newton.TetMesh.compute_surface_triangles(tets.ravel()).reshape(-1, 3) + start
+    surface = surface_triangles(tets) + start
     zeros = [0.0] * len(surface)
     builder.add_triangles(
         surface[:, 0],
