@@ -16,6 +16,14 @@ SOFT_BODY = [
         SOFT_CORE,
     ),
     Mutation(
+        "soft_contact_in_launch_argument",
+        "soft body: the contact stiffness on the particle side, a launch argument the graphs keep",
+        "warp_core/models/soft_body/scene.py",
+        "    model.soft_contact_ke = 0.0\n",
+        "    model.soft_contact_ke = stiffness\n",
+        SOFT_CORE,
+    ),
+    Mutation(
         "soft_shear_modulus_doubled",
         "soft body: the shear modulus without its factor 2 (twice too stiff)",
         "warp_core/models/soft_body/params.py",
