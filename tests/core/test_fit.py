@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from side_by_side import jacobians_by_workers
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit, limit_cpu_threads
@@ -294,25 +295,14 @@ def test_jacobian_rollouts_side_by_side_equal_one_after_another(monkeypatch) -> 
     """The tangent rollouts of a Jacobian run on two simulators at once on the CPU: the
     columns are the ones the objective's own simulator gives alone, bit for bit, and every
     rollout is counted."""
-    from warp_core.fit.objective import tangents
-    from warp_core.fit.objective.objective import FitObjective
-    from warp_core.fit.problem.spec import parameter_spec
-
     truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0, air_damping=2.0)
     p = synthetic_problem(
         clamped_sheet(8), truth, ["tension_stiffness", "bending_stiffness", "air_damping"], [6, 12]
     )
-    spec = parameter_spec(p)
-    columns = {}
+    found = jacobians_by_workers(monkeypatch, p, FitSettings(), {"air_damping": 1.7})
     for workers in (1, 2):
-        monkeypatch.setattr(tangents, "cpu_workers", lambda *_args, w=workers: w)
-        objective = FitObjective(p, FitSettings(), spec.names, spec=spec)
-        values = spec.initial_values()
-        first = objective.log_jacobian(values)  # the second simulator is built and warmed here
-        moved = objective.log_jacobian({**values, "air_damping": 1.7})
-        columns[workers] = (first, moved)
-        assert objective.n_forward == 2 + 2 * 2 * 3  # two base points, six tangent rollouts each
-    for a, b in zip(columns[1], columns[2], strict=True):
+        assert found[workers][2] == 2 + 2 * 2 * 3  # two base points, six tangent rollouts each
+    for a, b in zip(found[1][:2], found[2][:2], strict=True):
         assert np.array_equal(a, b)
         assert np.abs(a).max() > 0.0
 

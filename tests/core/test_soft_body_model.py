@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
+from side_by_side import jacobians_by_workers
 from soft_body_meshes import box_mesh
 
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit
@@ -225,10 +226,6 @@ def test_jacobian_rollouts_side_by_side_equal_one_after_another(monkeypatch) -> 
     """A Jacobian's rollouts run on two simulators at once on the CPU (``parallel_rollouts``):
     the columns are the ones the objective's own simulator gives alone, bit for bit, with pins
     and a moving collider (frame data each rollout loads) and a new Young's modulus."""
-    from warp_core.fit.objective import tangents
-    from warp_core.fit.objective.objective import FitObjective
-    from warp_core.fit.problem.spec import parameter_spec
-
     lift = np.repeat(np.eye(4)[None], 13, axis=0)
     lift[:, 2, 3] = -0.3 + 0.01 * np.arange(13)
     mesh = hanging_block()
@@ -239,18 +236,11 @@ def test_jacobian_rollouts_side_by_side_equal_one_after_another(monkeypatch) -> 
     start = truth.replace(young_modulus=3e4, damping=0.01)
     targets = [Target(f, x[k]) for k, f in enumerate(frames)]
     problem = FitProblem(mesh, start, targets, names, model="soft_body")
-    spec = parameter_spec(problem)
     settings = FitSettings(precision="float32", jacobian="differences")
-    columns = {}
+    found = jacobians_by_workers(monkeypatch, problem, settings, {"young_modulus": 2e4})
     for workers in (1, 2):
-        monkeypatch.setattr(tangents, "cpu_workers", lambda *_args, w=workers: w)
-        objective = FitObjective(problem, settings, spec.names, spec=spec)
-        values = spec.initial_values()
-        first = objective.log_jacobian(values)  # the second simulator is built and warmed here
-        moved = objective.log_jacobian({**values, "young_modulus": 2e4})
-        columns[workers] = (first, moved)
-        assert objective.n_forward == 2 + 2 * 2 * 3  # two base points, six column rollouts each
-    for a, b in zip(columns[1], columns[2], strict=True):
+        assert found[workers][2] == 2 + 2 * 2 * 3  # two base points, six column rollouts each
+    for a, b in zip(found[1][:2], found[2][:2], strict=True):
         assert np.array_equal(a, b)
         assert np.abs(a).max() > 0.0
 

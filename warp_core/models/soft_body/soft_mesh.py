@@ -3,8 +3,8 @@ whole arrays.
 
 Newton's ``ModelBuilder.add_soft_mesh`` adds them one element at a time in Python (each
 tet's rest pose is its own ``np.linalg.inv``): on a 47k-tet body that is most of a
-simulator's build, and a fit builds one simulator for its rollouts and another for its
-Jacobian's. :func:`add_soft_body` adds what that call adds for a body at rest in place
+simulator's build, and a fit builds one simulator, and on the CPU one more a core for its
+Jacobian's rollouts side by side. :func:`add_soft_body` adds what that call adds for a body at rest in place
 (no rotation, scale 1, no velocity) with batched numpy: the same particles, the same rest
 poses and volumes (the same float32 arithmetic, stacked), the same node masses at a given
 density, the same materials and the same zero-stiffness surface triangles (Newton's
