@@ -1,6 +1,6 @@
 """The soft body's batched Newton build (``soft_mesh.add_soft_body``) against Newton's own
 ``ModelBuilder.add_soft_mesh``: the finalized models hold the same particles, masses, tets,
-rest poses, materials and surface triangles."""
+rest poses, materials and surface triangles, and the same colouring."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import warp as wp
 from soft_body_meshes import box_mesh
 
 from warp_core.models.soft_body.lattice import build_lattice
-from warp_core.models.soft_body.soft_mesh import add_soft_body, surface_triangles
+from warp_core.models.soft_body.soft_mesh import add_soft_body, colour, surface_triangles
 
 K_MU, K_LAMBDA, K_DAMP = 3.8e4, 5.7e4, 12.5
 DENSITY, RADIUS = 1000.0, 0.004
@@ -70,6 +70,36 @@ def test_the_batched_build_is_newtons(cells: int) -> None:
         a, b = getattr(ours, name).numpy(), getattr(newtons, name).numpy()
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6 * np.abs(b).max(), err_msg=name)
     assert ours.particle_mass.numpy().sum() == pytest.approx(DENSITY * lattice_volume(lattice), rel=1e-5)
+
+
+@pytest.mark.parametrize("cells", [2, 8])  # 8: balancing moves nodes
+def test_the_colouring_is_newtons(cells: int) -> None:
+    """A lattice body beside the ground and two colliders, one of them a kinematic body:
+    the particles' and the bodies' colour groups are those ``ModelBuilder.color()`` makes."""
+    mesh = box_mesh((-0.2, -0.1, 0.3), (0.25, 0.15, 0.42), (3, 2, 2))
+    lattice = build_lattice(mesh.vertices, mesh.triangles(), cells)
+    box = newton.Mesh(np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=np.float32), [0, 1, 2])
+
+    def built(ours: bool) -> newton.ModelBuilder:
+        builder = newton.ModelBuilder(up_axis=newton.Axis.Z)
+        tets = add_soft_body(builder, lattice.nodes, lattice.tets, DENSITY, K_MU, K_LAMBDA, K_DAMP, RADIUS)
+        builder.add_ground_plane()
+        builder.add_shape_mesh(-1, mesh=box)
+        body = builder.add_body(xform=wp.transform_identity(), is_kinematic=True)
+        builder.add_shape_mesh(body, mesh=box)
+        if ours:
+            colour(builder, tets)
+        else:
+            builder.color()
+        return builder
+
+    ours, newtons = built(True), built(False)
+    assert len(newtons.particle_color_groups) > 1 and newtons.body_count == 1
+    for name in ("particle_color_groups", "body_color_groups"):
+        a, b = getattr(ours, name), getattr(newtons, name)
+        assert len(a) == len(b), name
+        for mine, theirs in zip(a, b, strict=True):
+            np.testing.assert_array_equal(mine, theirs, err_msg=name)
 
 
 def lattice_volume(lattice) -> float:

@@ -31,7 +31,7 @@ import warp as wp
 from .lattice import Lattice
 from .motion import collider_poses
 from .params import SoftBodyParams, viscosity
-from .soft_mesh import add_soft_body
+from .soft_mesh import add_soft_body, colour
 
 __all__ = [
     "CONTACT_STIFFNESS_CELLS",
@@ -120,7 +120,7 @@ def build_scene(
     stiffness = contact_stiffness(float(params.young_modulus), h)
     builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=tuple(float(g) for g in params.gravity))
     # Newton's add_soft_mesh, batched; without its bending edges, which serve self-contact only
-    add_soft_body(
+    tets = add_soft_body(
         builder,
         (lattice.nodes - origin).astype(np.float32),
         lattice.tets,
@@ -135,7 +135,7 @@ def build_scene(
             height=float(params.ground_height - origin[2]), cfg=_shape_config(params.friction)
         )
     moving, names = _add_colliders(builder, params, origin)
-    builder.color()
+    colour(builder, tets)
     model = builder.finalize(device=device)
     model.soft_contact_mu = 1.0
 
