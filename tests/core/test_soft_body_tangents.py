@@ -145,6 +145,40 @@ def test_auto_takes_differences_once_the_steps_leave_their_roots() -> None:
     assert abs(result.params["damping"] / 0.02 - 1.0) < 1e-4
 
 
+def test_the_steps_are_checked_on_the_device_as_the_backward_pass_checks_them() -> None:
+    """Where the adjoint's loop runs on the device (here the CPU with graphs), the tangents'
+    check of every step (``max_residual``) runs there too. The dropped block at VBD's 10
+    iterations, to each frame in turn: refused exactly where the host's backward pass finds
+    a step over 1e-3 among the same steps, with its worst residual; the hanging block at 60
+    passes, and its tangents are those taken with no check at all, bit for bit."""
+    block = dropped_block()
+    # one substep a frame: where the worst residual first passes 1e-3 it is the last step's
+    sim = SoftBodySimulator(block.mesh, block.settings.replace(iterations=10, substeps=1))
+    values = sim.settings.values()
+    directions = [{n: values[n]} for n in ("young_modulus", "damping")]
+    assert sim.use_graphs
+    refusals = 0
+    for frame in range(2, 20):
+        found = soft_body_tangents(sim, frame, [frame], directions, max_residual=1e-3)
+        grads = np.ones((1, sim.vertex_count, 3))
+        host = soft_body_gradient(sim, frame, [frame], grads, device_resident=False)
+        if host.residual > 1e-3:
+            refusals += 1
+            assert found.tangents is None and found.solve_products == 0
+            assert found.residual == pytest.approx(host.residual, rel=1e-9), frame
+        else:
+            assert found.tangents is not None, frame
+    assert 0 < refusals < 18
+
+    sim, goals = hanging_block(10)
+    checked = soft_body_tangents(sim, 11, [5, 8, 11], directions, goals, max_residual=1e-3)
+    unchecked = soft_body_tangents(sim, 11, [5, 8, 11], directions, goals)
+    assert checked.tangents is not None and np.abs(checked.tangents).max() > 0.0
+    np.testing.assert_array_equal(checked.positions, unchecked.positions)
+    np.testing.assert_array_equal(checked.tangents, unchecked.tangents)
+    assert checked.residual == unchecked.residual < 1e-3
+
+
 def test_tangents_are_refused_where_the_model_has_none() -> None:
     """A cloth fit asked for tangents, or any fit for an unknown kind, is refused by name."""
     mesh = grid_mesh(4, 4, 0.4)

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .adjoint import recorded_rollout
+from .adjoint import recorded_rollout, resident
+from .adjoint_device import device_step_residual
 from .adjoint_step import StepOperator, step_residual
 from .recording import Recording
 from .tangent_step import NodeSums, TetJacobians, force_product, solve_tangents
@@ -53,7 +54,8 @@ class SoftBodyTangents:
     tangents: np.ndarray | None
     solve_products: int  # the most products any substep's solve took
     # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (``adjoint_step.step_residual``),
-    # over the steps solved (up to the first over ``max_residual``)
+    # over the steps solved (where a step is over ``max_residual``: on the host the first
+    # such, on the device the worst of all)
     residual: float
 
 
@@ -118,8 +120,18 @@ def soft_body_tangents(
     is checked before any is solved); NotImplementedError where the rollout has no gradient,
     FloatingPointError where a substep's solve does not converge."""
     run = lambda: sim.rollout(frame_end, output_frames, goals)  # noqa: E731
-    recording, result = recorded_rollout(sim, frame_end, run, device_resident=False)
+    # where the adjoint's loop runs on the device (``adjoint.resident``), the steps are
+    # checked there first: a refusal then never moves the recording to the host
+    on_device = max_residual is not None and resident(sim)
+    recording, result = recorded_rollout(sim, frame_end, run, device_resident=on_device)
     positions = result.numpy()
+    if on_device:
+        steps = int(sim.settings.substeps)
+        dt = 1.0 / (float(sim.settings.fps) * steps)
+        worst = device_step_residual(sim, recording, _last_step(sim, output_frames, recording.substeps), dt)
+        if worst > max_residual:
+            return SoftBodyTangents(positions, None, 0, worst)
+        recording, max_residual = sim.step_history.read(), None
     moves = material_directions(sim, directions, weight_directions)
     node_tangents, products, residual = _forward(sim, recording, output_frames, moves, max_residual)
     if node_tangents is None:
@@ -130,6 +142,13 @@ def soft_body_tangents(
         # (N, 3, D) -> the vertices' weighted sums of their four nodes
         tangents[:, row] = np.einsum("vk,vkad->dva", weights, dx[nodes])
     return SoftBodyTangents(positions, tangents, products, residual)
+
+
+def _last_step(sim: Any, output_frames: list[int], substeps: int) -> int:
+    """The last substep a tangent at ``output_frames`` depends on (-1: none)."""
+    steps = int(sim.settings.substeps)
+    last = max(((int(f) - sim.start_frame) * steps - 1 for f in output_frames), default=-1)
+    return min(last + 1, substeps) - 1
 
 
 def _forward(
