@@ -255,8 +255,9 @@ def device_step_residual(sim: Any, recording: DeviceRecording, first: int, dt: f
     """The worst residual of the substeps ``first`` down to 0 of ``recording`` on its device,
     each as ``adjoint_step.step_residual`` gives it on the host, with one number read back:
     whether the steps end at the roots their tangents would differentiate, without moving
-    the recording to the host (on an H100 the host's check of a 47k-tet slab took about
-    0.5 s of a 5 s fit, for a refusal)."""
+    the recording to the host. In an H100 profile of a 47k-tet slab's fit the refused
+    tangents took 0.68 s of 6.1 s, their recorded rollout 0.13 s of that; reading the
+    recording and checking it on the host took 0.63 s on this project's CPU."""
     if first < 0:
         return 0.0
     return _Loop(sim, recording, {}, dt).worst_residual(first)
