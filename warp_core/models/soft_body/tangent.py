@@ -135,9 +135,8 @@ def soft_body_tangents(
     recording, result = recorded_rollout(sim, frame_end, run, device_resident=on_device)
     positions = result.numpy()
     if on_device:
-        steps = int(sim.settings.substeps)
-        dt = 1.0 / (float(sim.settings.fps) * steps)
-        worst = device_step_residual(sim, recording, _last_step(sim, output_frames, recording.substeps), dt)
+        last = _last_step(sim, output_frames, recording.substeps)
+        worst = device_step_residual(sim, recording, last, sim.step_history.dt)
         if worst > max_residual:
             return SoftBodyTangents(positions, None, 0, worst)
         recording, max_residual = sim.step_history.read(), None
@@ -190,8 +189,7 @@ def _forward(
     dv = np.zeros_like(dx)
     out: dict[int, np.ndarray] = {}  # rows of frames before the first substep stay zero
     most, worst = 0, 0.0
-    last = max(wanted, default=-1)
-    steps_solved = range(min(last + 1, len(recording.x) - 1))
+    steps_solved = range(_last_step(sim, output_frames, len(recording.x) - 1) + 1)
 
     def step_at(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         x_start, v_start = recording.x[n], recording.v[n]
