@@ -24,9 +24,10 @@ Precision: Newton's VBD is float32; far from the origin a step's small increment
 lost (a slow motion stalls once g dt^2 nears a unit in the last place), so the body is
 simulated relative to its lattice's centre, the ground, colliders and goals moved with it.
 
-Determinism: Newton runs in its run-to-run deterministic mode (contacts gathered per
-particle, no atomics), so two rollouts with the same inputs are bit-identical; the fit's
-finite differences rely on it. Each frame's substeps run as one captured graph (frame data
+Determinism: two rollouts with the same inputs are bit-identical; the fit's finite
+differences rely on it. On CUDA Newton runs in its run-to-run deterministic mode (contacts
+gathered per particle, no atomics); on the CPU, whose kernels run their threads in turn,
+without it (``scene.newton_determinism``). Each frame's substeps run as one captured graph (frame data
 copied into fixed buffers first) after the first frame, which runs kernel by kernel so that
 Newton sizes its buffers outside a capture; on the CPU too, where a substep's ~140 launches
 cost more than their work on a small body (a 162-tet cube: 1.52 s a rollout, 0.18 s captured).
