@@ -156,6 +156,8 @@ class FitRecord:
     rmse_m: float | None = None  # the fit's own RMSE (its model against the targets)
     start_rmse_m: float | None = None  # the same at the start values (Blender's defaults)
     iterations: int | None = None
+    # each determined parameter's reported matched range (factors about its fitted value)
+    matched_ranges: dict[str, list[float]] = field(default_factory=dict)
     error: str = ""  # why there is no result
 
 

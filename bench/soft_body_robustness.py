@@ -77,6 +77,9 @@ def fitted_row(
     errors = {n: result.params[n] / getattr(truth, n) - 1.0 for n in ("young_modulus", "damping")}
     determined = [n for n in errors if n not in result.undetermined]
     off = result.outcome == "converged" and any(abs(errors[n]) > 0.02 for n in determined)
+    # the factors by which each value may move while the targets stay matched, as reported
+    ranges = {e["name"]: e.get("matched_range") for e in result.identifiability}
+    outside = [n for n in errors if not within(ranges.get(n), errors[n])]
     # what a user gets: a fresh simulator (as the bake builds it) at the fitted values
     fitted = SoftBodySimulator(mesh, start.replace(**result.params), device=args.device)
     y = fitted.rollout(frames[-1], frames).numpy()
@@ -95,7 +98,20 @@ def fitted_row(
         "tolerance_m": result.tolerance,
         "converged_but_wrong": result.outcome == "converged" and replay > result.tolerance,
         "converged_parameter_off": off,
+        "matched_ranges": ranges,
+        # a converged fit whose reported matched range leaves the truth out: a claim that is wrong
+        "truth_outside_matched_range": outside if result.outcome == "converged" else [],
     }
+
+
+def within(matched_range: list[float] | None, error: float) -> bool:
+    """Whether the truth (``error``: fitted / truth - 1) lies in ``matched_range`` (the
+    factors low, high about the fitted value), or no range was reported."""
+    if matched_range is None:
+        return True
+    low, high = matched_range
+    truth_factor = 1.0 / (1.0 + error)
+    return low <= truth_factor <= high
 
 
 def main() -> int:
@@ -132,7 +148,7 @@ def main() -> int:
         for kind in kinds:
             row = fitted_row(args, problem, mesh, start, truth, frames, x, kind)
             rows.append({"scene": text, **row})
-            errors = row["errors"]
+            errors, outside = row["errors"], row["truth_outside_matched_range"]
             print(
                 f"{k:2d} {text:32s} E {truth.young_modulus:9.4g} tau {truth.damping:.4f} -> "
                 f"{row['outcome']:9s} E {errors['young_modulus']:+.1e} tau {errors['damping']:+.1e} "
@@ -140,7 +156,8 @@ def main() -> int:
                 f"(tolerance {row['tolerance_m'] * 1e3:.3f}) {row['seconds']:5.1f} s "
                 f"{row['rollouts']} rollouts [{row['jacobian'] or '-'}]"
                 f"{' WRONG' if row['converged_but_wrong'] else ''}"
-                f"{' (a parameter >2 % off)' if row['converged_parameter_off'] else ''}",
+                f"{' (a parameter >2 % off)' if row['converged_parameter_off'] else ''}"
+                f"{' (truth outside the matched range: ' + ', '.join(outside) + ')' if outside else ''}",
                 flush=True,
             )
     for kind in kinds:
@@ -148,10 +165,12 @@ def main() -> int:
         converged = sum(r["outcome"] == "converged" for r in mine)
         wrong = sum(r["converged_but_wrong"] for r in mine)
         off = sum(r["converged_parameter_off"] for r in mine)
+        outside = sum(bool(r["truth_outside_matched_range"]) for r in mine)
         times = sorted(r["seconds"] for r in mine)
         print(
             f"[{kind}] converged {converged}/{len(mine)}, converged but replaying off the targets {wrong}, "
             f"converged with a determined parameter >2 % off {off}, "
+            f"converged with the truth outside a reported matched range {outside}, "
             f"median {times[len(times) // 2]:.1f} s, total {sum(times):.1f} s"
         )
     if args.out:
