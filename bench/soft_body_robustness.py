@@ -3,7 +3,9 @@ drops onto the ground or hangs from pins; targets from the model at hidden value
 modulus and damping fitted from the model's defaults. Prints one line per scene and a summary:
 how many converged, how many of those replay off the targets (a fresh simulator at the fitted
 values over the tolerance: a wrong answer called a success), how many converged with a
-determined parameter more than 2 % off (the motion matches, the value does not), and the times.
+determined parameter more than 2 % off (the motion matches, the value does not), how many
+converged with the truth outside a matched range they report (a claim about the values that is
+wrong), and the times.
 
     python bench/soft_body_robustness.py [--seed 1] [--scenes 10] [--device cpu]
         [--optimizer auto|lbfgs|adam] [--jacobians auto] [--iterations N] [--out result.json]

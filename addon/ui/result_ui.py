@@ -107,7 +107,7 @@ def draw_error_legend(
 def matched_lines(record: dict[str, Any]) -> list[tuple[str, str]]:
     """(icon, text) of what the targets determine and what they leave open, from the record's
     identifiability: each determined parameter with the range its value can move in while
-    the targets stay matched (the others making up for it; ``verdict.matched_check``), then each
+    the targets stay matched (the others making up for it, to first order), then each
     undetermined one with its start and fitted values."""
     label = {**model_labels(record.get("model") or ""), **region_labels(record)}
     initial = record.get("initial_params") or {}

@@ -91,10 +91,8 @@ def test_recovers_known_parameters_from_three_times_off(scene, truth, names, fra
     assert set(result.per_vertex_error) == set(frames)
     assert result.max_error >= result.rmse
     assert result.warnings == []
-    # the truth inside every reported matched range, each end simulated (``matched_check``);
-    # the drape pins bending only to about 40 %
+    # the truth inside every reported matched range; the drape pins bending only to about 40 %
     for e in result.identifiability:
-        assert e["matched_range_checked"], e["name"]
         low, high = e["matched_range"]
         assert low * result.params[e["name"]] <= truth[e["name"]] <= high * result.params[e["name"]]
     loose = {e["name"] for e in result.identifiability if e["matched_range"][1] > 1.1}

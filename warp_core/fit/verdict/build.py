@@ -17,7 +17,6 @@ from ..problem.problem import FitProblem
 from ..problem.spec import ParameterSpec, fit_parameters
 from ..progress import PhaseReporter
 from .identifiability import add_confidence_ranges, identifiability
-from .matched_check import check_matched_ranges
 from .outcome import NOISE_SLACK, FitScales, classify, contact_check, failed_reason, rounding_check
 from .result import FitResult
 from .sensitivity import start_gap
@@ -95,8 +94,6 @@ def build_result(
             modes = target.systematic_modes(objective.positions(values)[0])
             add_confidence_ranges(jac, ident, *noise, systematic=modes)
             _check_range_ends(objective, spec, values, ident, 0.5 * residual_norm**2)
-        elif target is not None and not spent:
-            _check_matched_ranges(objective, spec, values, jac, ident, tolerance_norm)
     for entry in ident:
         warnings += entry["warnings"]
     undetermined = [e["name"] for e in ident if not e["determined"]]
@@ -302,32 +299,6 @@ def _check_range_ends(
                     "smooth there)"
                 )
                 break
-    objective.restore_params()
-
-
-def _check_matched_ranges(
-    objective: FitObjective,
-    spec: ParameterSpec,
-    values: dict[str, float],
-    jac: np.ndarray,
-    ident: list[dict[str, Any]],
-    tolerance_norm: float,
-) -> None:
-    """Where the fitted values match the targets, each matched range's ends simulated and
-    moved to where the targets stop matching (``matched_check``)."""
-    try:
-        fitted_norm = float(np.linalg.norm(objective.residuals(values)))
-    except EVALUATION_ERRORS:
-        return
-    if not fitted_norm <= tolerance_norm:
-        return
-
-    def norms_at(points: list[np.ndarray]) -> list[float | None]:
-        found = objective.residuals_of([{**values, **spec.from_free(z)} for z in points])
-        return [None if r is None else float(np.linalg.norm(r)) for r in found]
-
-    bounds = (spec.log_lower, spec.log_upper)
-    check_matched_ranges(ident, jac, spec.to_free(values), tolerance_norm, fitted_norm, norms_at, bounds)
     objective.restore_params()
 
 

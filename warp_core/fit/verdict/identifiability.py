@@ -43,7 +43,6 @@ def identifiability(
     marginal extent of the tolerance ellipsoid in log space). It is reported, not warned
     about: on Blender-made cloth scenes the tolerance (up to 1 mm) leaves most dampings
     unbounded and stiffnesses 10-60 % either side, though a fit usually lands far closer.
-    ``matched_check`` then simulates the ends where the fit matches.
 
     Returns one dict per parameter: ``name``, ``value``, ``rms_change``, ``max_change``,
     ``determined`` (bool), ``collinear_with`` (list of names), ``warnings`` (list of str),
