@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core")]
 
 import newton  # noqa: E402
-from soft_body_meshes import box_mesh  # noqa: E402
+from soft_body_meshes import box_mesh, rising_plate  # noqa: E402
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
 from warp_core.fit.problem.maps import MapSpec  # noqa: E402
-from warp_core.models.soft_body import Collider, SoftBodyParams, SoftBodySimulator  # noqa: E402
+from warp_core.models.soft_body import SoftBodyParams, SoftBodySimulator  # noqa: E402
 from warp_core.models.soft_body.adjoint import soft_body_gradient  # noqa: E402
 
 RHO, G = 1000.0, 9.81
@@ -272,12 +272,7 @@ def adjoint_cost(device: str) -> dict:
 
 def cuda_vs_cpu(device: str) -> dict:
     """A 20 cm cube dropped on a slab that rises under it, then the ground: CUDA against CPU."""
-    cube = box_mesh((-0.1, -0.1, 0.1), (0.1, 0.1, 0.3), (2, 2, 2))
-    plate = box_mesh((-0.5, -0.5, -0.2), (0.5, 0.5, 0.0))
-    lift = np.repeat(np.eye(4)[None], 31, axis=0)
-    lift[:, 2, 3] = 0.05 + 0.002 * np.arange(31)
-    collider = Collider("lift", plate.vertices, plate.triangles(), lift)
-    params = SoftBodyParams(young_modulus=1e5, damping=0.01, lattice_cells=4, colliders=(collider,))
+    cube, params = rising_plate()
     a = SoftBodySimulator(cube, params, device=device).rollout(31).numpy()
     b = SoftBodySimulator(cube, params, device="cpu").rollout(31).numpy()
     motion = float(np.abs(b - b[0]).max())

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from warp_core.mesh import ClothMesh
+
+if TYPE_CHECKING:
+    from warp_core.models.soft_body import SoftBodyParams
 
 
 def box_mesh(lo, hi, divisions=(1, 1, 1), pin=None) -> ClothMesh:
@@ -84,3 +89,16 @@ def swinging_goals(mesh: ClothMesh, frames: int, reach: float, turns: float) -> 
     goals = np.repeat(mesh.vertices[None], frames + 1, axis=0)
     goals[:, :, 0] += reach * np.sin(np.linspace(0.0, turns, frames + 1))[:, None]
     return goals
+
+
+def rising_plate() -> tuple[ClothMesh, SoftBodyParams]:
+    """A 20 cm cube (E 100 kPa on a 4-cell lattice) dropped onto a plate that rises under it
+    for 30 frames (a moving mesh collider), then onto the ground: the mesh and its settings."""
+    from warp_core.models.soft_body import Collider, SoftBodyParams
+
+    cube = box_mesh((-0.1, -0.1, 0.1), (0.1, 0.1, 0.3), (2, 2, 2))
+    plate = box_mesh((-0.5, -0.5, -0.2), (0.5, 0.5, 0.0))
+    lift = np.repeat(np.eye(4)[None], 31, axis=0)
+    lift[:, 2, 3] = 0.05 + 0.002 * np.arange(31)
+    collider = Collider("lift", plate.vertices, plate.triangles(), lift)
+    return cube, SoftBodyParams(young_modulus=1e5, damping=0.01, lattice_cells=4, colliders=(collider,))
