@@ -15,10 +15,12 @@ Measured on the soft body on this project's 2-core CPU:
 * Where they hold: they are the derivatives of each implicit step's root. A box hanging
   from pins, whose steps end within 9e-5 of their roots at 60 iterations, has tangents
   within 2e-3 of its rollouts' differences; at 30 iterations (7e-3) within 12 %, at 10
-  (0.29) they part by 49 % and 70 %. Bodies dropped on the ground end their steps about 5
-  from their roots at any iteration count tried (10 to 100), and their tangents part from
-  the differences by 3 % to 200 %: a fit on them stalled where differences converged.
-  Hence ``TANGENT_RESIDUAL``.
+  (0.29) they part by 49 % and 70 %. With Newton's contact damping (acting only while a
+  node approaches) bodies dropped on the ground could end their steps about 5 from their
+  roots at any iteration count (10 to 100), their tangents 3 % to 200 % off the
+  differences, and a fit on them stalled where differences converged; the contacts are
+  undamped since (``soft_body.scene.set_contact_stiffness``), and a dropped body's steps
+  converge as a hanging one's do. Hence ``TANGENT_RESIDUAL``.
 """
 
 from __future__ import annotations
