@@ -132,18 +132,24 @@ def test_auto_takes_differences_once_the_steps_leave_their_roots() -> None:
     frames = [7, 13, 19]
     truth = sim.settings.replace(iterations=10)
     targets = SoftBodySimulator(sim.mesh, truth).rollout(19, frames).numpy()
-    problem = FitProblem(
-        sim.mesh,
-        truth.replace(young_modulus=4e4, damping=0.01),
-        [Target(f, targets[k]) for k, f in enumerate(frames)],
-        ["young_modulus", "damping"],
-        model="soft_body",
-    )
-    result = fit(problem, FitSettings(precision="float32", optimizer="lm"))
+    result = fit_from_off(sim.mesh, truth, frames, targets)
     assert result.jacobian == "differences"
     assert result.outcome == "converged", result.outcome_reason
     assert abs(result.params["young_modulus"] / 2e4 - 1.0) < 1e-4
     assert abs(result.params["damping"] / 0.02 - 1.0) < 1e-4
+
+
+def fit_from_off(mesh, settings: SoftBodyParams, frames: list[int], targets: np.ndarray):
+    """Levenberg-Marquardt on E and damping from 2x and 0.5x off (``settings``'s other
+    values), targets at ``frames``."""
+    problem = FitProblem(
+        mesh,
+        settings.replace(young_modulus=4e4, damping=0.01),
+        [Target(f, targets[k]) for k, f in enumerate(frames)],
+        ["young_modulus", "damping"],
+        model="soft_body",
+    )
+    return fit(problem, FitSettings(precision="float32", optimizer="lm"))
 
 
 def test_a_dropped_block_fits_on_tangents_once_its_steps_converge() -> None:
@@ -162,14 +168,7 @@ def test_a_dropped_block_fits_on_tangents_once_its_steps_converge() -> None:
     moved = sim.rollout(19, frames).numpy()
     gradient = soft_body_gradient(sim, 19, frames, moved - targets, device_resident=False)
     assert gradient.residual < TANGENT_RESIDUAL
-    problem = FitProblem(
-        sim.mesh,
-        sim.settings.replace(young_modulus=4e4, damping=0.01),
-        [Target(f, targets[k]) for k, f in enumerate(frames)],
-        ["young_modulus", "damping"],
-        model="soft_body",
-    )
-    result = fit(problem, FitSettings(precision="float32", optimizer="lm"))
+    result = fit_from_off(mesh, params, frames, targets)
     assert result.jacobian == "tangents"
     assert result.outcome == "converged", result.outcome_reason
     assert abs(result.params["young_modulus"] / 2e4 - 1.0) < 1e-3
