@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from robustness_scenes import FitRecord, SceneSpec
+from robustness_scenes import FitRecord, SceneSpec, determined_ranges
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,11 +55,7 @@ def record_from_result(index: int, path: Path, wall_s: float) -> FitRecord:
         rmse_m=summary.get("rmse_m"),
         start_rmse_m=summary.get("initial_rmse_m"),
         iterations=summary.get("iterations"),
-        matched_ranges={
-            e["name"]: list(e["matched_range"])
-            for e in summary.get("identifiability") or []
-            if e.get("determined") and e.get("matched_range") is not None
-        },
+        matched_ranges=determined_ranges(summary.get("identifiability") or []),
     )
 
 

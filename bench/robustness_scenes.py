@@ -175,6 +175,28 @@ class ReplayRecord:
     seconds: float = 0.0
 
 
+def determined_ranges(identifiability: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each determined parameter's reported matched range (factors low, high about its
+    fitted value) from a fit result's ``identifiability``."""
+    return {
+        e["name"]: list(e["matched_range"])
+        for e in identifiability
+        if e.get("determined") and e.get("matched_range") is not None
+    }
+
+
+def truth_outside(
+    truth: dict[str, float], params: dict[str, float], ranges: dict[str, list[float]]
+) -> list[str]:
+    """The parameters whose reported matched range (``determined_ranges``) leaves the true
+    value out: a claim about the values that is wrong."""
+    return [
+        name
+        for name, (low, high) in ranges.items()
+        if name in truth and name in params and not low * params[name] <= truth[name] <= high * params[name]
+    ]
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write through a temporary file, so an interrupted phase never leaves half a file."""
     tmp = path.with_name(path.name + ".tmp")

@@ -14,6 +14,7 @@ from robustness_scenes import (
     FitRecord,
     GeneratedScene,
     ReplayRecord,
+    truth_outside,
 )
 
 PIN_LABELS = {
@@ -66,19 +67,10 @@ class Row:
     @property
     def truth_outside(self) -> list[str]:
         """The determined parameters of a converged fit whose reported matched range leaves
-        the true value out: a claim about the values that is wrong."""
+        the true value out (``robustness_scenes.truth_outside``)."""
         if not self.claims_success:
             return []
-        truth, params = self.scene.spec.truth, self.fit.params
-        out = []
-        for name, (low, high) in self.fit.matched_ranges.items():
-            if (
-                name in truth
-                and name in params
-                and not low * params[name] <= truth[name] <= high * params[name]
-            ):
-                out.append(name)
-        return out
+        return truth_outside(self.scene.spec.truth, self.fit.params, self.fit.matched_ranges)
 
 
 def mm(metres: float | None) -> str:
@@ -158,14 +150,10 @@ def summary_lines(rows: list[Row], check_truth: bool) -> list[str]:
         f"claimed success but replay > {SUCCESS_RMSE_M * 1e3:g} mm ({claim}): {len(wrong)}"
         + (f" (scenes {', '.join(map(str, wrong))})" if wrong else "")
     )
-    outside = [r for r in rows if r.truth_outside]
+    outside = [(r.scene.spec.index, names) for r in rows if (names := r.truth_outside)]
     lines.append(
         f"converged with the truth outside a reported matched range: {len(outside)}"
-        + (
-            f" ({'; '.join(f'scene {r.scene.spec.index}: ' + ', '.join(r.truth_outside) for r in outside)})"
-            if outside
-            else ""
-        )
+        + (f" ({'; '.join(f'scene {i}: ' + ', '.join(names) for i, names in outside)})" if outside else "")
     )
     if not with_outcome:
         # the stop reasons that already say "converged" are the strongest claim the fit makes today

@@ -28,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core")]
 
+from robustness_scenes import determined_ranges, truth_outside  # noqa: E402
 from soft_body_meshes import box_mesh, sphere_mesh  # noqa: E402
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit  # noqa: E402
@@ -79,9 +80,8 @@ def fitted_row(
     errors = {n: result.params[n] / getattr(truth, n) - 1.0 for n in ("young_modulus", "damping")}
     determined = [n for n in errors if n not in result.undetermined]
     off = result.outcome == "converged" and any(abs(errors[n]) > 0.02 for n in determined)
-    # the factors by which each value may move while the targets stay matched, as reported
-    ranges = {e["name"]: e.get("matched_range") for e in result.identifiability}
-    outside = [n for n in errors if not within(ranges.get(n), errors[n])]
+    # the factors by which each determined value may move while the targets stay matched
+    ranges = determined_ranges(result.identifiability)
     # what a user gets: a fresh simulator (as the bake builds it) at the fitted values
     fitted = SoftBodySimulator(mesh, start.replace(**result.params), device=args.device)
     y = fitted.rollout(frames[-1], frames).numpy()
@@ -102,18 +102,10 @@ def fitted_row(
         "converged_parameter_off": off,
         "matched_ranges": ranges,
         # a converged fit whose reported matched range leaves the truth out: a claim that is wrong
-        "truth_outside_matched_range": outside if result.outcome == "converged" else [],
+        "truth_outside_matched_range": (
+            truth_outside(truth.values(), result.params, ranges) if result.outcome == "converged" else []
+        ),
     }
-
-
-def within(matched_range: list[float] | None, error: float) -> bool:
-    """Whether the truth (``error``: fitted / truth - 1) lies in ``matched_range`` (the
-    factors low, high about the fitted value), or no range was reported."""
-    if matched_range is None:
-        return True
-    low, high = matched_range
-    truth_factor = 1.0 / (1.0 + error)
-    return low <= truth_factor <= high
 
 
 def main() -> int:
