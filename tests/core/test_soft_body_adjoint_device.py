@@ -20,6 +20,7 @@ from warp_core.models.soft_body.adjoint_step import (
     SOLVE_TOLERANCE,
     inverse_3x3,
     solve_adjoint,
+    solve_tolerance,
 )
 
 # The device path's products are the host path's kernels, but its dot products add in
@@ -53,7 +54,8 @@ def assert_paths_agree(sim: SoftBodySimulator, frame_end: int, frames: list[int]
     assert device.residual == pytest.approx(host.residual, rel=1e-9)
     # measured the same; where a contact's seed rounds the other way a solve may part by a product
     assert device.solve_products == pytest.approx(host.solve_products, abs=2)
-    assert 0.0 < device.solve_residual <= SOLVE_TOLERANCE
+    # each solve stops at its step's tolerance, the worst step's the largest
+    assert 0.0 < device.solve_residual <= solve_tolerance(device.residual)
 
 
 def loss_grads(sim: SoftBodySimulator, frame_end: int, frames: list[int], goals=None) -> np.ndarray:

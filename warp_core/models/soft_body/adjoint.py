@@ -45,7 +45,7 @@ import numpy as np
 import warp as wp
 
 from .adjoint_device import device_backward
-from .adjoint_step import StepOperator, solve_adjoint, step_residual
+from .adjoint_step import StepOperator, solve_adjoint, solve_tolerance, step_residual
 from .materials import parameter_gradient
 from .params import GRADIENT_KIND, PARAMETER_NAMES
 from .recording import DeviceRecording, Recording, StepHistory
@@ -73,7 +73,7 @@ class SoftBodyGradient:
     residual: float  # the largest step's |r(x')| over |M / dt^2 (x' - y)| or the weight (0: converged)
     solve_products: int  # the most Hessian products any substep's adjoint solve took
     # the largest residual any substep's solve ended at, relative to its right-hand side
-    # (``adjoint_step.SOLVE_TOLERANCE``, up to ``SOLVE_ACCEPT`` on a stiff body)
+    # (``adjoint_step.solve_tolerance`` of its step, up to ``SOLVE_ACCEPT`` on a stiff body)
     solve_residual: float = 0.0
 
 
@@ -216,10 +216,11 @@ def backward(
         x_start, v_start = recorder.x[n], recorder.v[n]
         y = x_start + dt * v_start + dt * dt * gravity
         op.at(x_end[n], x_start, recorder.contacts[n])
-        worst_residual = max(worst_residual, step_residual(op, mass, x_end[n], y, weight))
+        residual = step_residual(op, mass, x_end[n], y, weight)
+        worst_residual = max(worst_residual, residual)
 
         end_bar = x_bar + v_bar / dt + node_grads.get(n, 0.0)
-        lam, products, solve_residual = solve_adjoint(op, mass / dt**2, end_bar)
+        lam, products, solve_residual = solve_adjoint(op, mass / dt**2, end_bar, solve_tolerance(residual))
         most_products, worst_solve = max(most_products, products), max(worst_solve, solve_residual)
         f_start_bar, f_materials_bar, f_contact_bar = op.pullback(lam)
         materials_bar += f_materials_bar

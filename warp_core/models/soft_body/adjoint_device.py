@@ -20,7 +20,8 @@ import numpy as np
 import warp as wp
 
 from .adjoint_operator import DeviceStepOperator
-from .adjoint_solve import DeviceBiCGStab, Dots, captured
+from .adjoint_solve import TOLERANCE, DeviceBiCGStab, Dots, captured
+from .adjoint_step import solve_bounds
 from .recording import DeviceRecording
 
 __all__ = ["DeviceSums", "device_backward", "device_step_residual"]
@@ -73,13 +74,30 @@ def _step_terms(
     residual[i] = value
 
 
-@wp.kernel
-def _keep_worst_residual(values: wp.array(dtype=wp.float64), weight: wp.float64):
+@wp.func
+def _step_residual(values: wp.array(dtype=wp.float64), weight: wp.float64):
     # in free fall the inertia term vanishes with the forces: the weight is the scale then
     scale = wp.max(wp.sqrt(values[INERTIA2]), weight)
     if scale == wp.float64(0.0):
         scale = wp.float64(1.0)
-    values[WORST] = wp.max(values[WORST], wp.sqrt(values[RESIDUAL2]) / scale)
+    return wp.sqrt(values[RESIDUAL2]) / scale
+
+
+@wp.kernel
+def _keep_worst_residual(values: wp.array(dtype=wp.float64), weight: wp.float64):
+    values[WORST] = wp.max(values[WORST], _step_residual(values, weight))
+
+
+@wp.kernel
+def _set_tolerance(
+    values: wp.array(dtype=wp.float64),
+    weight: wp.float64,
+    bounds: wp.vec3d,
+    solve_scalars: wp.array(dtype=wp.float64),
+):
+    # adjoint_step.solve_tolerance of the step (``bounds``: adjoint_step.solve_bounds)
+    tolerance = wp.max(bounds[1], bounds[0] * _step_residual(values, weight))
+    solve_scalars[TOLERANCE] = wp.min(bounds[2], tolerance)
 
 
 @wp.kernel
@@ -208,6 +226,9 @@ class _Loop:
         """The operator at the substep, its residual checked, the solve started."""
         op, d = self.op, self.device
         self._residual()
+        bounds = wp.vec3d(*solve_bounds())
+        inputs = [self.values, self.weight, bounds, self.solver.scalars]
+        wp.launch(_set_tolerance, dim=1, inputs=inputs, device=d)
         inputs = [self.step, self.grad_rows, self.node_grads, op.free, self.x_bar, self.v_bar]
         wp.launch(
             _end_bar, dim=self.nodes, inputs=[*inputs, wp.float64(self.dt)], outputs=[self.rhs], device=d

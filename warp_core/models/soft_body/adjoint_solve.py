@@ -29,7 +29,7 @@ from .adjoint_step import (
     not_converged,
 )
 
-__all__ = ["DeviceBiCGStab", "Dots", "captured"]
+__all__ = ["TOLERANCE", "DeviceBiCGStab", "Dots", "captured"]
 
 DOT_TILE = 1024  # nodes per block of a dot product's first stage
 DOT_ROW = 1024  # blocks the second stage adds: bodies of up to a million nodes
@@ -39,7 +39,8 @@ DOT_THREADS = 256
 RHO_NEXT, SV, SS, TS, TT, RR, BB = range(7)
 RHO, ALPHA, OMEGA, BETA, NORM, PRODUCTS = range(7, 13)
 BEST_AT, BEST_RESIDUAL, ACTIVE, OUTCOME, RESIDUAL, KEEP = range(13, 19)
-SLOTS = 19
+TOLERANCE = 19  # the relative residual it stops at: SOLVE_TOLERANCE unless its owner sets it
+SLOTS = 20
 # OUTCOME: still running, or stopped short (then the best iterate is the answer), or converged
 # after a whole iteration (``lam``) or half of one (``lam + alpha y``)
 RUNNING, CONVERGED, CONVERGED_HALF = 0.0, 1.0, 2.0
@@ -181,11 +182,11 @@ def _half_step(s: Scalars, r: Vectors, v: Vectors, s_vec: Vectors):
 
 
 @wp.kernel
-def _converged(s: Scalars, slot: int, outcome: wp.float64, tolerance: wp.float64):
+def _converged(s: Scalars, slot: int, outcome: wp.float64):
     # whether |s| (or |r|), whose square is in ``slot``, is within the tolerance
     if s[ACTIVE] != wp.float64(0.0):
         norm = wp.sqrt(s[slot])
-        if norm <= tolerance * s[NORM]:
+        if norm <= s[TOLERANCE] * s[NORM]:
             s[ACTIVE] = wp.float64(0.0)
             s[OUTCOME] = outcome
             s[RESIDUAL] = norm / s[NORM]
@@ -249,13 +250,16 @@ class DeviceBiCGStab:
     substep. ``apply(x, out)`` launches ``out = A x`` (float64 vectors, zero where nothing
     is solved for; it may write ``out`` whatever the solve's state); ``inverse``: the
     preconditioner's 3 x 3 blocks, which its owner refills between solves. ``graphs``:
-    replay each batch of iterations as one captured graph."""
+    replay each batch of iterations as one captured graph. Its scalars' ``TOLERANCE`` slot
+    holds the residual a solve stops at, SOLVE_TOLERANCE until its owner's kernels write
+    another there before :meth:`start` (``adjoint_device``: ``solve_tolerance`` of the step)."""
 
     def __init__(self, apply: Callable[[wp.array, wp.array], None], inverse: wp.array, graphs: bool) -> None:
         self.apply, self.inverse = apply, inverse
         self.nodes, self.device = inverse.shape[0], inverse.device
         self.dots = Dots(self.nodes, SLOTS, self.device)
         self.scalars = self.dots.values
+        self.scalars.fill_(SOLVE_TOLERANCE)  # the TOLERANCE slot's; the others are set by start
         self.zeroed = wp.zeros((4, self.nodes), dtype=wp.vec3d, device=self.device)
         self.lam, self.best, self.p, self.v = (self.zeroed[k] for k in range(4))
         self.b, self.r, self.shadow, self.s, self.t, self.y, self.z, self.tmp = (
@@ -287,7 +291,7 @@ class DeviceBiCGStab:
         self._launch(_alpha, nodes=False)
         self._launch(_half_step, self.r, self.v, self.s)
         self.dots(self.s, self.s, SS)
-        self._launch(_converged, SS, f64(CONVERGED_HALF), f64(SOLVE_TOLERANCE), nodes=False)
+        self._launch(_converged, SS, f64(CONVERGED_HALF), nodes=False)
         self._launch(_precondition, self.inverse, self.s, self.z)
         self.apply(self.z, self.t)
         self.dots(self.t, self.s, TS)
@@ -302,7 +306,7 @@ class DeviceBiCGStab:
             self._launch(_keep_best, self.lam, self.best)
         else:
             self.dots(self.r, self.r, RR)
-        self._launch(_converged, RR, f64(CONVERGED), f64(SOLVE_TOLERANCE), nodes=False)
+        self._launch(_converged, RR, f64(CONVERGED), nodes=False)
 
     def _batch(self) -> None:
         for k in range(1, SOLVE_CHECK + 1):
