@@ -13,7 +13,7 @@ from test_soft_body_adjoint import FRAMES, LOSS_FRAMES, hanging_block
 
 from warp_core.models.soft_body import Collider, SoftBodyParams, SoftBodySimulator
 from warp_core.models.soft_body.adjoint import soft_body_gradient
-from warp_core.models.soft_body.adjoint_solve import DeviceBiCGStab
+from warp_core.models.soft_body.adjoint_solve import DOT_TILE, DeviceBiCGStab, Dots
 from warp_core.models.soft_body.adjoint_step import (
     SOLVE_ACCEPT,
     SOLVE_STALL,
@@ -22,7 +22,6 @@ from warp_core.models.soft_body.adjoint_step import (
     solve_adjoint,
     solve_tolerance,
 )
-from warp_core.models.soft_body.device_dots import DOT_TILE, Dots
 
 # The device path's products are the host path's kernels, but its dot products add in
 # another order: 1e-16 apart, grown by BiCGStab's rounding, and where a contact's float32

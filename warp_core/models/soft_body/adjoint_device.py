@@ -20,9 +20,8 @@ import numpy as np
 import warp as wp
 
 from .adjoint_operator import DeviceStepOperator
-from .adjoint_solve import TOLERANCE, DeviceBiCGStab, captured
+from .adjoint_solve import TOLERANCE, DeviceBiCGStab, Dots, captured
 from .adjoint_step import solve_bounds
-from .device_dots import Dots
 from .recording import DeviceRecording
 
 __all__ = ["DeviceSums", "device_backward", "device_step_residual"]

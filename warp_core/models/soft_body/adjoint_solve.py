@@ -11,10 +11,8 @@ In a captured batch each iteration's body is a conditional node (``wp.capture_if
 only while the solve does; launched one by one, the iterations past the stop run their
 kernels as no-ops and their products for nothing (wasted work, not wrong numbers).
 
-The dot products of an iteration are each taken in one kernel of one block with the scalars'
-updates that read them (``_block_dot``: a launch instead of three); the launches of a batch,
-not its arithmetic, were most of its time on a 10k-node body on an H100. The start's is a
-``device_dots.Dots``.
+Dot products are reductions into that array (``Dots``): on CUDA each block of ``DOT_TILE``
+nodes summed by a tile, then the blocks' sums by one more; on the CPU one thread in turn.
 """
 
 from __future__ import annotations
@@ -32,13 +30,12 @@ from .adjoint_step import (
     SOLVE_TOLERANCE,
     not_converged,
 )
-from .device_dots import Dots
 
-__all__ = ["TOLERANCE", "DeviceBiCGStab", "captured"]
+__all__ = ["TOLERANCE", "DeviceBiCGStab", "Dots", "captured"]
 
-# the lanes of the solve's one-block kernels (its dot products and the scalars' updates that
-# read them: a launch each instead of three)
-SOLVE_LANES = 512
+DOT_TILE = 1024  # nodes per block of a dot product's first stage
+DOT_ROW = 1024  # blocks the second stage adds: bodies of up to a million nodes
+DOT_THREADS = 256
 
 # the slots of the solve's scalars: its dot products first, then its state
 RHO_NEXT, SV, SS, TS, TT, RR, BB = range(7)
@@ -52,7 +49,58 @@ RUNNING, CONVERGED, CONVERGED_HALF = 0.0, 1.0, 2.0
 
 Vectors = wp.array(dtype=wp.vec3d)
 Scalars = wp.array(dtype=wp.float64)
-Blocks = wp.array(dtype=wp.mat33d)
+
+
+@wp.func
+def _dot3(a: wp.vec3d, b: wp.vec3d):
+    return wp.dot(a, b)
+
+
+@wp.kernel
+def _dot_blocks(a: Vectors, b: Vectors, slot: int, partials: wp.array2d(dtype=wp.float64)):
+    block = wp.tid()
+    tile_a = wp.tile_load(a, shape=DOT_TILE, offset=block * DOT_TILE)  # zeros past the end
+    tile_b = wp.tile_load(b, shape=DOT_TILE, offset=block * DOT_TILE)
+    wp.tile_store(partials[slot], wp.tile_sum(wp.tile_map(_dot3, tile_a, tile_b)), offset=block)
+
+
+@wp.kernel
+def _dot_total(partials: wp.array2d(dtype=wp.float64), slot: int, values: Scalars):
+    wp.tile_store(values, wp.tile_sum(wp.tile_load(partials[slot], shape=DOT_ROW)), offset=slot)
+
+
+@wp.kernel
+def _dot_in_turn(a: Vectors, b: Vectors, slot: int, values: Scalars):
+    # the CPU's: one thread adds every term (a CPU runs a launch's threads in turn anyway)
+    total = wp.float64(0.0)
+    for i in range(a.shape[0]):
+        total = total + wp.dot(a[i], b[i])
+    values[slot] = total
+
+
+class Dots:
+    """``a . b`` of float64 vector arrays of ``length`` entries into ``values[slot]``, on the
+    device: made by whoever keeps scalars there (the solve, ``adjoint_device``'s loop), whose
+    kernels read ``values``. ``tiles``: by blocks of tiles (None: on CUDA); else one thread
+    adds the terms in turn, the CPU's way (its tiles, padded to ``DOT_TILE``, made the backward
+    pass of a 27-node body 1.8 times as long)."""
+
+    def __init__(self, length: int, slots: int, device: wp.Device | str, tiles: bool | None = None) -> None:
+        self.blocks = max(1, -(-length // DOT_TILE))
+        if self.blocks > DOT_ROW:
+            raise ValueError(f"dot products take at most {DOT_TILE * DOT_ROW} entries, got {length}")
+        self.device = wp.get_device(device)
+        self.tiles = self.device.is_cuda if tiles is None else tiles
+        self.partials = wp.zeros((slots, self.blocks), dtype=wp.float64, device=device)
+        self.values = wp.zeros(slots, dtype=wp.float64, device=device)
+
+    def __call__(self, a: wp.array, b: wp.array, slot: int) -> None:
+        if not self.tiles:
+            wp.launch(_dot_in_turn, dim=1, inputs=[a, b, slot, self.values], device=self.device)
+            return
+        launch = {"block_dim": DOT_THREADS, "device": self.device}
+        wp.launch_tiled(_dot_blocks, dim=self.blocks, inputs=[a, b, slot, self.partials], **launch)
+        wp.launch_tiled(_dot_total, dim=1, inputs=[self.partials, slot, self.values], **launch)
 
 
 def captured(device: wp.Device | str, launches: Callable[[], None]) -> object | None:
@@ -95,18 +143,51 @@ def _start_scalars(s: Scalars):
         s[OUTCOME] = wp.float64(CONVERGED)
 
 
-@wp.func
-def _block_dot(a: Vectors, b: Vectors, lane: int):
-    # a . b over a launch of one block (every lane gets it): each lane adds every
-    # block_dim-th term, a tile sums the lanes (on the CPU the block is one lane)
-    total = wp.float64(0.0)
-    for i in range(lane, a.shape[0], wp.block_dim()):
-        total = total + wp.dot(a[i], b[i])
-    return wp.tile_sum(wp.tile(total))[0]
+@wp.kernel
+def _begin(s: Scalars, max_products: wp.float64, stall: wp.float64, running: wp.array(dtype=wp.int32)):
+    # the loop's condition (also into ``running``, a captured graph's branch), then rho and
+    # the direction's weight beta
+    running[0] = 0
+    if s[ACTIVE] == wp.float64(0.0):
+        return
+    if s[PRODUCTS] >= max_products or s[PRODUCTS] - s[BEST_AT] >= stall or s[RHO_NEXT] == wp.float64(0.0):
+        s[ACTIVE] = wp.float64(0.0)
+        return
+    running[0] = 1
+    s[BETA] = (s[RHO_NEXT] / s[RHO]) * (s[ALPHA] / s[OMEGA])
+    s[RHO] = s[RHO_NEXT]
 
 
-@wp.func
-def _converge(s: Scalars, slot: int, outcome: wp.float64):
+@wp.kernel
+def _direction(s: Scalars, r: Vectors, v: Vectors, p: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        p[i] = r[i] + s[BETA] * (p[i] - s[OMEGA] * v[i])
+
+
+@wp.kernel
+def _precondition(s: Scalars, inverse: wp.array(dtype=wp.mat33d), x: Vectors, out: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        out[i] = inverse[i] * x[i]
+
+
+@wp.kernel
+def _alpha(s: Scalars):
+    if s[ACTIVE] != wp.float64(0.0):
+        s[ALPHA] = s[RHO] / s[SV]
+        s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+
+
+@wp.kernel
+def _half_step(s: Scalars, r: Vectors, v: Vectors, s_vec: Vectors):
+    i = wp.tid()
+    if s[ACTIVE] != wp.float64(0.0):
+        s_vec[i] = r[i] - s[ALPHA] * v[i]
+
+
+@wp.kernel
+def _converged(s: Scalars, slot: int, outcome: wp.float64):
     # whether |s| (or |r|), whose square is in ``slot``, is within the tolerance
     if s[ACTIVE] != wp.float64(0.0):
         norm = wp.sqrt(s[slot])
@@ -117,81 +198,10 @@ def _converge(s: Scalars, slot: int, outcome: wp.float64):
 
 
 @wp.kernel
-def _begin(
-    s: Scalars,
-    shadow: Vectors,
-    r: Vectors,
-    max_products: wp.float64,
-    stall: wp.float64,
-    running: wp.array(dtype=wp.int32),
-):
-    # rho_next = shadow . r, the loop's condition (also into ``running``, a captured graph's
-    # branch), then rho and the direction's weight beta
-    _, lane = wp.tid()
-    rho_next = _block_dot(shadow, r, lane)
-    if lane != 0:
-        return
-    s[RHO_NEXT] = rho_next
-    running[0] = 0
-    if s[ACTIVE] == wp.float64(0.0):
-        return
-    if s[PRODUCTS] >= max_products or s[PRODUCTS] - s[BEST_AT] >= stall or rho_next == wp.float64(0.0):
-        s[ACTIVE] = wp.float64(0.0)
-        return
-    running[0] = 1
-    s[BETA] = (rho_next / s[RHO]) * (s[ALPHA] / s[OMEGA])
-    s[RHO] = rho_next
-
-
-@wp.kernel
-def _direction(
-    s: Scalars, r: Vectors, v: Vectors, inverse: wp.array(dtype=wp.mat33d), p: Vectors, y: Vectors
-):
-    # the search direction p and its preconditioned y
-    i = wp.tid()
+def _omega(s: Scalars):
     if s[ACTIVE] != wp.float64(0.0):
-        p[i] = r[i] + s[BETA] * (p[i] - s[OMEGA] * v[i])
-        y[i] = inverse[i] * p[i]
-
-
-@wp.kernel
-def _alpha(s: Scalars, shadow: Vectors, v: Vectors):
-    _, lane = wp.tid()
-    sv = _block_dot(shadow, v, lane)
-    if lane == 0 and s[ACTIVE] != wp.float64(0.0):
-        s[SV] = sv
-        s[ALPHA] = s[RHO] / sv
         s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
-
-
-@wp.kernel
-def _half_step(s: Scalars, r: Vectors, v: Vectors, inverse: Blocks, s_vec: Vectors, z: Vectors):
-    # the half step's residual s and its preconditioned z
-    i = wp.tid()
-    if s[ACTIVE] != wp.float64(0.0):
-        s_vec[i] = r[i] - s[ALPHA] * v[i]
-        z[i] = inverse[i] * s_vec[i]
-
-
-@wp.kernel
-def _half_converged(s: Scalars, s_vec: Vectors):
-    _, lane = wp.tid()
-    ss = _block_dot(s_vec, s_vec, lane)
-    if lane == 0:
-        s[SS] = ss
-        _converge(s, SS, wp.float64(CONVERGED_HALF))
-
-
-@wp.kernel
-def _omega(s: Scalars, t: Vectors, s_vec: Vectors):
-    _, lane = wp.tid()
-    ts = _block_dot(t, s_vec, lane)
-    tt = _block_dot(t, t, lane)
-    if lane == 0 and s[ACTIVE] != wp.float64(0.0):
-        s[TS] = ts
-        s[TT] = tt
-        s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
-        s[OMEGA] = ts / tt
+        s[OMEGA] = s[TS] / s[TT]
 
 
 @wp.kernel
@@ -203,15 +213,6 @@ def _step(s: Scalars, y: Vectors, z: Vectors, s_vec: Vectors, t: Vectors, lam: V
 
 
 @wp.kernel
-def _converged(s: Scalars, r: Vectors):
-    _, lane = wp.tid()
-    rr = _block_dot(r, r, lane)
-    if lane == 0:
-        s[RR] = rr
-        _converge(s, RR, wp.float64(CONVERGED))
-
-
-@wp.kernel
 def _true_residual(s: Scalars, b: Vectors, product: Vectors, r: Vectors):
     i = wp.tid()
     if s[ACTIVE] != wp.float64(0.0):
@@ -219,29 +220,22 @@ def _true_residual(s: Scalars, b: Vectors, product: Vectors, r: Vectors):
 
 
 @wp.kernel
-def _judge_best(s: Scalars, r: Vectors):
-    # the true residual r against the best so far (KEEP: whether it is the best), then
-    # whether it is within the tolerance
-    _, lane = wp.tid()
-    rr = _block_dot(r, r, lane)
-    if lane != 0:
-        return
-    s[RR] = rr
-    s[KEEP] = wp.float64(0.0)
+def _judge_best(s: Scalars):
+    # the true residual (its square in RR) against the best so far
     if s[ACTIVE] != wp.float64(0.0):
         s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
-        residual = wp.sqrt(rr) / s[NORM]
+        residual = wp.sqrt(s[RR]) / s[NORM]
+        s[KEEP] = wp.float64(0.0)
         if residual < s[BEST_RESIDUAL]:
             s[BEST_RESIDUAL] = residual
             s[BEST_AT] = s[PRODUCTS]
             s[KEEP] = wp.float64(1.0)
-    _converge(s, RR, wp.float64(CONVERGED))
 
 
 @wp.kernel
 def _keep_best(s: Scalars, lam: Vectors, best: Vectors):
     i = wp.tid()
-    if s[KEEP] != wp.float64(0.0):
+    if s[ACTIVE] != wp.float64(0.0) and s[KEEP] != wp.float64(0.0):
         best[i] = lam[i]
 
 
@@ -283,11 +277,6 @@ class DeviceBiCGStab:
     def _launch(self, kernel: wp.Kernel, *inputs: object, nodes: bool = True) -> None:
         wp.launch(kernel, dim=self.nodes if nodes else 1, inputs=[self.scalars, *inputs], device=self.device)
 
-    def _reduce(self, kernel: wp.Kernel, *inputs: object) -> None:
-        # a kernel of dot products and the scalars' updates that follow them: one block
-        inputs = [self.scalars, *inputs]
-        wp.launch_tiled(kernel, dim=1, inputs=inputs, block_dim=SOLVE_LANES, device=self.device)
-
     def start(self, rhs: wp.array) -> None:
         """Launch the solve's first state for ``rhs`` (copied): a part of :meth:`solve`, apart
         so that a caller's graph can hold it."""
@@ -302,28 +291,38 @@ class DeviceBiCGStab:
         while the solve runs (else its kernels are no-ops but its products are not: a batch
         that went on past the stop took half its time for nothing, measured on an H100)."""
         f64 = wp.float64
-        self._reduce(_begin, self.shadow, self.r, f64(SOLVE_MAX_ITERATIONS), f64(SOLVE_STALL), self.running)
+        self.dots(self.shadow, self.r, RHO_NEXT)
+        self._launch(_begin, f64(SOLVE_MAX_ITERATIONS), f64(SOLVE_STALL), self.running, nodes=False)
         if branch:
             wp.capture_if(self.running, on_true=lambda: self._body(check))
         else:
             self._body(check)
 
     def _body(self, check: bool) -> None:
-        self._launch(_direction, self.r, self.v, self.inverse, self.p, self.y)
+        f64 = wp.float64
+        self._launch(_direction, self.r, self.v, self.p)
+        self._launch(_precondition, self.inverse, self.p, self.y)
         self.apply(self.y, self.v)
-        self._reduce(_alpha, self.shadow, self.v)
-        self._launch(_half_step, self.r, self.v, self.inverse, self.s, self.z)
-        self._reduce(_half_converged, self.s)
+        self.dots(self.shadow, self.v, SV)
+        self._launch(_alpha, nodes=False)
+        self._launch(_half_step, self.r, self.v, self.s)
+        self.dots(self.s, self.s, SS)
+        self._launch(_converged, SS, f64(CONVERGED_HALF), nodes=False)
+        self._launch(_precondition, self.inverse, self.s, self.z)
         self.apply(self.z, self.t)
-        self._reduce(_omega, self.t, self.s)
+        self.dots(self.t, self.s, TS)
+        self.dots(self.t, self.t, TT)
+        self._launch(_omega, nodes=False)
         self._launch(_step, self.y, self.z, self.s, self.t, self.lam, self.r)
         if check:
             self.apply(self.lam, self.tmp)
             self._launch(_true_residual, self.b, self.tmp, self.r)
-            self._reduce(_judge_best, self.r)
+            self.dots(self.r, self.r, RR)
+            self._launch(_judge_best, nodes=False)
             self._launch(_keep_best, self.lam, self.best)
         else:
-            self._reduce(_converged, self.r)
+            self.dots(self.r, self.r, RR)
+        self._launch(_converged, RR, f64(CONVERGED), nodes=False)
 
     def _batch(self, branch: bool = False) -> None:
         for k in range(1, SOLVE_CHECK + 1):
