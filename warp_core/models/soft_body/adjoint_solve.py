@@ -288,8 +288,9 @@ class DeviceBiCGStab:
     def _iteration(self, check: bool, branch: bool) -> None:
         """``solve_adjoint``'s loop condition and body; ``check``: its true-residual refresh
         too. ``branch``: the body a conditional node of the graph being captured, run only
-        while the solve runs (else its kernels are no-ops but its products are not: a batch
-        that went on past the stop took half its time for nothing, measured on an H100)."""
+        while the solve runs (else its kernels are no-ops but its products are not: on an H100
+        one gradient of a 47k-tet slab took 4.3 forward rollouts' time with the iterations past
+        the stops run, 3.8 with them skipped)."""
         f64 = wp.float64
         self.dots(self.shadow, self.r, RHO_NEXT)
         self._launch(_begin, f64(SOLVE_MAX_ITERATIONS), f64(SOLVE_STALL), self.running, nodes=False)
