@@ -10,7 +10,7 @@ from soft_body_meshes import box_mesh, swinging_goals
 
 from warp_core.fit import FitProblem, FitSettings, Target, fit
 from warp_core.fit.objective.objective import FitObjective
-from warp_core.fit.objective.tangent_columns import TANGENT_RESIDUAL
+from warp_core.fit.objective.tangent_columns import TANGENT_RESIDUAL, log_jacobian_of, verdict_jacobian
 from warp_core.fit.problem.maps import MapSpec
 from warp_core.fit.problem.problem import FitError
 from warp_core.fit.problem.spec import parameter_spec
@@ -141,9 +141,11 @@ def test_auto_takes_differences_once_the_steps_leave_their_roots() -> None:
     assert abs(result.params["damping"] / 0.02 - 1.0) < 1e-4
 
 
-def fit_from_off(mesh, settings: SoftBodyParams, frames: list[int], targets: np.ndarray):
+def fit_from_off(
+    mesh, settings: SoftBodyParams, frames: list[int], targets: np.ndarray, jacobian: str = "auto"
+):
     """Levenberg-Marquardt on E and damping from 2x and 0.5x off (``settings``'s other
-    values), targets at ``frames``."""
+    values), targets at ``frames``, its Jacobian as ``jacobian`` says."""
     problem = FitProblem(
         mesh,
         settings.replace(young_modulus=4e4, damping=0.01),
@@ -151,7 +153,7 @@ def fit_from_off(mesh, settings: SoftBodyParams, frames: list[int], targets: np.
         ["young_modulus", "damping"],
         model="soft_body",
     )
-    return fit(problem, FitSettings(precision="float32", optimizer="lm"))
+    return fit(problem, FitSettings(precision="float32", optimizer="lm", jacobian=jacobian))
 
 
 def test_a_dropped_block_fits_on_tangents_once_its_steps_converge() -> None:
@@ -279,3 +281,53 @@ def test_region_tangents_match_central_differences_where_the_steps_converge() ->
             assert max(errors) < bound, errors
         else:
             assert min(errors) > 0.1, errors
+
+
+@pytest.mark.parametrize("iterations", [10, 40])
+def test_a_verdict_reads_told_tangents_only_where_the_steps_converge(iterations: int) -> None:
+    """A fit told to take tangents (``jacobian`` "tangents") takes them without checking the
+    steps; its verdict (what is determined, the matched ranges) checks them. The block
+    dropped on the ground: at VBD's 10 iterations its steps end away from their roots, so
+    the verdict reads the rollouts' differences, the same numbers, and warns (here the
+    tangents part from them by only 1 %; on stiffer bodies they put the hidden values outside
+    the ranges, ``verdict_jacobian``); at 40 the steps converge and the verdict keeps the
+    tangents (measured within 5.5e-3 of the float32 differences), with no warning. A fit
+    left at "auto" keeps its own Jacobian."""
+    sim = dropped_block()
+    frames = [7, 13, 19]
+    truth = sim.settings.replace(iterations=iterations)
+    targets = SoftBodySimulator(sim.mesh, truth).rollout(19, frames).numpy()
+    problem = FitProblem(
+        sim.mesh,
+        truth,
+        [Target(f, targets[k]) for k, f in enumerate(frames)],
+        ["young_modulus", "damping"],
+        model="soft_body",
+    )
+    values = {"young_modulus": 3e4, "damping": 0.015}
+    spec = parameter_spec(problem)
+
+    def objective(jacobian: str) -> FitObjective:
+        return FitObjective(
+            problem, FitSettings(precision="float32", jacobian=jacobian), spec.names, spec=spec
+        )
+
+    told = objective("tangents")
+    tangents = log_jacobian_of(told, values)
+    assert told.jacobian_used == "tangents"
+    differences = log_jacobian_of(objective("differences"), values)
+    checked, warning = verdict_jacobian(told, values)
+    if iterations == 10:
+        np.testing.assert_array_equal(checked, differences)
+        assert warning is not None and "central differences" in warning
+    else:
+        parted = np.abs(tangents - differences).max(axis=0) / np.abs(differences).max(axis=0)
+        assert parted.max() < 1e-2
+        np.testing.assert_allclose(checked, tangents, rtol=1e-6, atol=1e-6 * np.abs(tangents).max())
+        assert warning is None
+    auto = objective("auto")
+    log_jacobian_of(auto, values)
+    assert verdict_jacobian(auto, values) == (None, None)
+    result = fit_from_off(sim.mesh, truth, frames, targets, jacobian="tangents")
+    assert result.jacobian == "tangents"
+    assert (warning in result.warnings) if warning else not any("tangents" in w for w in result.warnings)

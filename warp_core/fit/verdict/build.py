@@ -11,6 +11,7 @@ import numpy as np
 
 from ...models.base import ModelSettings, within_bounds
 from ..objective.objective import FitObjective
+from ..objective.tangent_columns import verdict_jacobian
 from ..optimizers.base import EVALUATION_ERRORS, Counter, eval_jacobian
 from ..optimizers.global_search import SearchResult
 from ..problem.problem import FitProblem
@@ -62,6 +63,9 @@ def build_result(
     jac = result.jacobian
     # out of time: no more simulations for the verdict (it says what it can without them)
     spent = result.stop_reason == "time_budget"
+    if isinstance(objective, FitObjective) and not spent:
+        jac, note = _checked_jacobian(objective, values, jac)
+        warnings += [note] if note else []
     if jac is None and not spent:
         jac = eval_jacobian(objective, spec, values, Counter())
     ident = []
@@ -206,6 +210,17 @@ def fitted_settings(
         return problem.model_settings.replace(**values), {}
     model_values, maps = layout.split(values, problem.model_settings.values(), exact=True)
     return problem.model_settings.replace(**model_values), maps
+
+
+def _checked_jacobian(
+    objective: FitObjective, values: dict[str, float], jac: np.ndarray | None
+) -> tuple[np.ndarray | None, str | None]:
+    # ``tangent_columns.verdict_jacobian`` where it has one, else ``jac``
+    try:
+        checked, note = verdict_jacobian(objective, values)
+    except EVALUATION_ERRORS:
+        return jac, None
+    return (jac if checked is None else checked), note
 
 
 def failed_result(
