@@ -102,14 +102,7 @@ def test_levenberg_marquardt_fits_a_hanging_block_on_tangents() -> None:
     frames = [7, 14, 21]
     targets = sim.rollout(21, frames, goals).numpy()
     start = sim.settings.replace(young_modulus=2.6e4, damping=0.015)
-    problem = FitProblem(
-        sim.mesh,
-        start,
-        [Target(f, targets[k]) for k, f in enumerate(frames)],
-        ["young_modulus", "damping"],
-        model="soft_body",
-        goals=goals,
-    )
+    problem = stiffness_problem(sim.mesh, start, frames, targets, goals)
     results = {
         kind: fit(problem, FitSettings(precision="float32", optimizer="lm", jacobian=kind))
         for kind in ("auto", "differences")
@@ -141,18 +134,18 @@ def test_auto_takes_differences_once_the_steps_leave_their_roots() -> None:
     assert abs(result.params["damping"] / 0.02 - 1.0) < 1e-4
 
 
+def stiffness_problem(mesh, start: SoftBodyParams, frames: list[int], targets: np.ndarray, goals=None):
+    """E and damping of ``mesh`` from ``start``, targets at ``frames``."""
+    targets_at = [Target(f, targets[k]) for k, f in enumerate(frames)]
+    return FitProblem(mesh, start, targets_at, ["young_modulus", "damping"], model="soft_body", goals=goals)
+
+
 def fit_from_off(
     mesh, settings: SoftBodyParams, frames: list[int], targets: np.ndarray, jacobian: str = "auto"
 ):
     """Levenberg-Marquardt on E and damping from 2x and 0.5x off (``settings``'s other
     values), targets at ``frames``, its Jacobian as ``jacobian`` says."""
-    problem = FitProblem(
-        mesh,
-        settings.replace(young_modulus=4e4, damping=0.01),
-        [Target(f, targets[k]) for k, f in enumerate(frames)],
-        ["young_modulus", "damping"],
-        model="soft_body",
-    )
+    problem = stiffness_problem(mesh, settings.replace(young_modulus=4e4, damping=0.01), frames, targets)
     return fit(problem, FitSettings(precision="float32", optimizer="lm", jacobian=jacobian))
 
 
@@ -297,13 +290,7 @@ def test_a_verdict_reads_told_tangents_only_where_the_steps_converge(iterations:
     frames = [7, 13, 19]
     truth = sim.settings.replace(iterations=iterations)
     targets = SoftBodySimulator(sim.mesh, truth).rollout(19, frames).numpy()
-    problem = FitProblem(
-        sim.mesh,
-        truth,
-        [Target(f, targets[k]) for k, f in enumerate(frames)],
-        ["young_modulus", "damping"],
-        model="soft_body",
-    )
+    problem = stiffness_problem(sim.mesh, truth, frames, targets)
     values = {"young_modulus": 3e4, "damping": 0.015}
     spec = parameter_spec(problem)
 
