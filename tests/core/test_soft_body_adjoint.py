@@ -35,6 +35,15 @@ def hanging_block() -> tuple[SoftBodySimulator, np.ndarray, np.ndarray]:
     return sim, goals, targets
 
 
+def central_slopes(loss: Callable[[dict[str, float]], float], start: dict[str, float]) -> dict[str, float]:
+    """d loss / d each parameter of ``start`` by central differences at +-1 % of its value."""
+    slopes = {}
+    for name, value in start.items():
+        h = 0.01 * value
+        slopes[name] = (loss({**start, name: value + h}) - loss({**start, name: value - h})) / (2.0 * h)
+    return slopes
+
+
 def test_the_adjoint_matches_central_differences_of_the_rollout() -> None:
     """Loss 0.5 |x - target|^2 over three frames of 30; central differences at +-1 % of each
     parameter. 60 VBD iterations a substep bring every step's residual to the float32 floor
@@ -54,10 +63,8 @@ def test_the_adjoint_matches_central_differences_of_the_rollout() -> None:
     gradient = soft_body_gradient(sim, 1 + FRAMES, LOSS_FRAMES, x - targets, goals)
     assert gradient.residual < 2e-4
     assert 0 < gradient.solve_products < 100
-    for name, value in start.items():
-        h = 0.01 * value
-        up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
-        assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
+    for name, slope in central_slopes(lambda values: loss(values)[0], start).items():
+        assert gradient.parameters[name] == pytest.approx(slope, rel=1e-3), name
 
     sim.set_params(start)
     assert_region_slope(sim, gradient.tet_materials, lambda: loss(start)[0])
@@ -102,10 +109,8 @@ def assert_dropped_block_gradient(sim: SoftBodySimulator, frames: int, loss_fram
     _, x = loss(start)
     gradient = soft_body_gradient(sim, 1 + frames, loss_frames, x - targets)
     assert gradient.residual < 2e-4
-    for name, value in start.items():
-        h = 0.01 * value
-        up, down = loss({**start, name: value + h})[0], loss({**start, name: value - h})[0]
-        assert gradient.parameters[name] == pytest.approx((up - down) / (2.0 * h), rel=1e-3), name
+    for name, slope in central_slopes(lambda values: loss(values)[0], start).items():
+        assert gradient.parameters[name] == pytest.approx(slope, rel=1e-3), name
     sim.set_params(start)
     assert_region_slope(sim, gradient.tet_materials, lambda: loss(start)[0])
 
@@ -315,12 +320,11 @@ def test_an_unconverged_step_is_solved_only_as_far_as_it_was_stepped(monkeypatch
     assert exact.solve_residual <= adjoint_step.SOLVE_TOLERANCE
     assert shared.solve_products < exact.solve_products
 
-    def loss(name: str, value: float) -> float:
-        x = SoftBodySimulator(mesh, start.replace(**{name: value})).rollout(24, frames).numpy()
+    def loss(values: dict[str, float]) -> float:
+        x = SoftBodySimulator(mesh, start.replace(**values)).rollout(24, frames).numpy()
         return 0.5 * float(np.sum((x - targets) ** 2))
 
-    for name in ("young_modulus", "damping", "poisson_ratio", "density"):
-        value = start.values()[name]
-        difference = (loss(name, 1.01 * value) - loss(name, 0.99 * value)) / (0.02 * value)
-        bias = abs(exact.parameters[name] - difference)
+    names = ("young_modulus", "damping", "poisson_ratio", "density")
+    for name, slope in central_slopes(loss, {n: start.values()[n] for n in names}).items():
+        bias = abs(exact.parameters[name] - slope)
         assert abs(shared.parameters[name] - exact.parameters[name]) <= 0.1 * bias, name
