@@ -215,6 +215,7 @@ class DeviceStepOperator:
         self.contacts: list = []
         if self.capacity:
             self._contacts(sim)
+        self.product_launches = [op.tet_product, *self.reverse_launches[1:]]
 
     def _contacts(self, sim: Any) -> None:
         op, d, n = self.host, self.device, self.capacity
@@ -271,17 +272,17 @@ class DeviceStepOperator:
         inputs = [self.mass_dt2, op.blocks_out, self.free]
         wp.launch(_block_inverses, dim=self.nodes, inputs=inputs, outputs=[self.inverse], device=d)
 
-    def _reverse(self, p: wp.array) -> None:
+    def _reverse(self, p: wp.array, launches: list) -> None:
         op = self.host
         outputs = [op.seed64, op.seed, op.grad_end64, op.grad_end]
         wp.launch(_seed, dim=self.nodes, inputs=[p, self.free], outputs=outputs, device=self.device)
-        for launch in self.reverse_launches:
+        for launch in launches:
             launch.launch()
 
     def apply(self, p: wp.array, out: wp.array) -> None:
         """Launch ``out = H^T p`` over the free nodes (zero at the pins): the solve's product."""
         op = self.host
-        self._reverse(p)
+        self._reverse(p, self.product_launches)
         inputs = [p, self.free, self.mass_dt2, op.grad_end64, op.grad_end]
         wp.launch(_product, dim=self.nodes, inputs=inputs, outputs=[out], device=self.device)
 
@@ -295,7 +296,7 @@ class DeviceStepOperator:
         if self.capacity:
             self.ke_grad.zero_()
             self.kd_grad.zero_()
-        self._reverse(lam)
+        self._reverse(lam, self.reverse_launches)
 
     def add_contact_stiffness(self, values: wp.array, slot: int) -> None:
         """Launch ``values[slot] +=`` the derivative by the log of the contacts' stiffness

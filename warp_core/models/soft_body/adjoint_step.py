@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint_kernels import contact_forces, tet_forces, tet_forces_only64
+from .adjoint_kernels import contact_forces, tet_end_products64, tet_forces, tet_forces_only64
 from .recording import StepContacts
 
 __all__ = [
@@ -87,11 +87,12 @@ class StepOperator:
         poses64 = wp.array(model.tet_poses.numpy().astype(np.float64), dtype=wp.mat33d, device=d)
         # the reverse launches, recorded once (the tets') or once a substep (the contacts'):
         # a solve makes 20-40 of them a substep, and a recorded launch skips packing arguments
+        tet_inputs64 = [self.x_end64, self.x_start64, model.tet_indices, poses64, materials64, float(dt)]
         self.reverse_launches = [
             wp.launch(
                 tet_forces_only64,
                 dim=model.tet_count,
-                inputs=[self.x_end64, self.x_start64, model.tet_indices, poses64, materials64, float(dt)],
+                inputs=tet_inputs64,
                 outputs=[out64],
                 adj_inputs=[self.grad_end64, self.grad_start64, None, None, self.grad_materials, 0.0],
                 adj_outputs=[self.seed64],
@@ -100,6 +101,15 @@ class StepOperator:
                 record_cmd=True,
             )
         ]
+        # the products' launch of the tets: their derivative by the end positions alone
+        self.tet_product = wp.launch(
+            tet_end_products64,
+            dim=model.tet_count,
+            inputs=[*tet_inputs64, self.seed64],
+            outputs=[self.grad_end64],
+            device=d,
+            record_cmd=True,
+        )
 
     def at(self, x_end: np.ndarray, x_start: np.ndarray, contacts: StepContacts | None) -> None:
         ends = (self.x_end, self.x_start, self.x_end64, self.x_start64)
@@ -212,7 +222,7 @@ class StepOperator:
             read += list(self.contact_grads) if self.contacts is not None else []
         for a in read:
             a.zero_()
-        for launch in self.reverse_launches:
+        for launch in self.reverse_launches if pullback else [self.tet_product, *self.reverse_launches[1:]]:
             launch.launch()
 
     def product(self, p: np.ndarray) -> np.ndarray:
