@@ -13,7 +13,8 @@ from test_soft_body_adjoint import FRAMES, LOSS_FRAMES, hanging_block
 
 from warp_core.models.soft_body import Collider, SoftBodyParams, SoftBodySimulator
 from warp_core.models.soft_body.adjoint import soft_body_gradient
-from warp_core.models.soft_body.adjoint_solve import DOT_TILE, DeviceBiCGStab, Dots
+from warp_core.models.soft_body.adjoint_dots import DOT_TILE, Dots
+from warp_core.models.soft_body.adjoint_solve import DeviceBiCGStab
 from warp_core.models.soft_body.adjoint_step import (
     SOLVE_ACCEPT,
     SOLVE_STALL,
@@ -262,15 +263,23 @@ def test_the_device_solve_takes_its_best_iterate_where_the_products_are_too_coar
 def test_dot_products_by_tiles_and_in_turn_are_the_sum() -> None:
     """The solve's dot products both ways (tiles on CUDA, one thread in turn on the CPU; here
     both on the CPU), over one block and over several with a partial last one, against numpy's
-    to rounding; each into its own slot."""
+    to rounding; each into its own slot; a pair ``a . b``, ``a . c`` the same bits as each
+    taken alone."""
     rng = np.random.default_rng(3)
     for length in (5, 2 * DOT_TILE + 17):
-        a, b = rng.standard_normal((length, 3)), rng.standard_normal((length, 3))
-        expected = float(np.sum(a * b))
+        a, b, c = (wp.array(rng.standard_normal((length, 3)), dtype=wp.vec3d) for _ in range(3))
+        expected = float(np.sum(a.numpy() * b.numpy()))
         for tiles in (True, False):
-            dots = Dots(length, 3, "cpu", tiles=tiles)
+            dots = Dots(length, 4, "cpu", tiles=tiles)
             assert dots.blocks == -(-length // DOT_TILE)
-            dots(wp.array(a, dtype=wp.vec3d), wp.array(b, dtype=wp.vec3d), 1)
+            dots(a, b, 1)
             values = dots.values.numpy()
             assert values[1] == pytest.approx(expected, rel=1e-12, abs=1e-12)
-            assert values[0] == values[2] == 0.0
+            assert values[0] == values[2] == values[3] == 0.0
+            dots(a, c, 2)
+            alone = dots.values.numpy().copy()
+            dots.values.zero_()
+            dots.pair(a, b, 3, c, 0)
+            paired = dots.values.numpy()
+            assert (paired[3], paired[0]) == (alone[1], alone[2])
+            assert paired[1] == paired[2] == 0.0

@@ -3,11 +3,11 @@ the host path, run by kernels over a :class:`~.recording.DeviceRecording`.
 
 Everything the loop carries from substep to substep (``x_bar``, ``v_bar``, the tets'
 ``materials_bar``, the density's and the contacts' sums, the worst step residual) lives in
-device arrays; the substep's index too, so each substep's work before its solve and after it
-is one captured graph (where graphs are on), the same for every substep. What crosses to the
-host: the solve's scalars once every ``SOLVE_CHECK`` iterations (``adjoint_solve``), which also
-give the products and the residual it ends at, and the sums and ``materials_bar`` once at the
-end.
+device arrays; the substep's index too, so a substep (its solve's loop included, as
+``adjoint_solve`` captures it) is one captured graph where graphs are on, the same for every
+substep, and the host launches them one after another without waiting. What crosses to the
+host, once at the end: the solves' tally (the most products, the worst residual, a failed
+solve), the sums and ``materials_bar``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .adjoint_dots import Dots
 from .adjoint_operator import DeviceStepOperator
-from .adjoint_solve import TOLERANCE, DeviceBiCGStab, Dots, captured
+from .adjoint_solve import TOLERANCE, DeviceBiCGStab, captured
 from .adjoint_step import solve_bounds
 from .recording import DeviceRecording
 
@@ -260,16 +261,19 @@ class _Loop:
             self._phase("check", self._check)
         return float(self.values.numpy()[WORST])
 
+    def _substep(self) -> None:
+        self._before_solve()
+        self.solver.launches()
+        self._after_solve()
+
     def run(self, first: int) -> tuple[int, float]:
-        """Substeps ``first`` down to 0; the most products and the worst solve residual."""
+        """Substeps ``first`` down to 0, with no readback between them; the most products
+        and the worst solve residual (the solve's FloatingPointError where one failed)."""
         self.step.fill_(first)
-        most_products, worst_solve = 0, 0.0
+        self.solver.reset_tally()
         for _ in range(first + 1):
-            self._phase("before", self._before_solve)
-            _, products, solve_residual = self.solver.run()
-            most_products, worst_solve = max(most_products, products), max(worst_solve, solve_residual)
-            self._phase("after", self._after_solve)
-        return most_products, worst_solve
+            self._phase("substep", self._substep)
+        return self.solver.read_tally()
 
 
 def device_step_residual(sim: Any, recording: DeviceRecording, first: int, dt: float) -> float:
