@@ -227,6 +227,7 @@ class _Loop:
         """The operator at the substep, its residual checked, the solve started."""
         op, d = self.op, self.device
         self._residual()
+        op.take_contact_blocks()
         bounds = wp.vec3d(*solve_bounds())
         inputs = [self.values, self.weight, bounds, self.solver.scalars]
         wp.launch(_set_tolerance, dim=1, inputs=inputs, device=d)

@@ -165,15 +165,23 @@ def _product(
     free: wp.array(dtype=wp.int32),
     mass_dt2: wp.array(dtype=wp.float64),
     grad_end64: Vectors,
-    grad_end: wp.array(dtype=wp.vec3),
+    contact_blocks: wp.array(dtype=wp.mat33d),
     out: Vectors,
 ):
-    # H^T p = M / dt^2 p - (df/dx')^T p over the free nodes
+    # H^T p = M / dt^2 p - (df/dx')^T p over the free nodes: the tets' reversed, the
+    # contacts' by their blocks
     i = wp.tid()
     value = wp.vec3d()
     if free[i] != 0:
-        value = mass_dt2[i] * p[i] - (grad_end64[i] + wp.vec3d(grad_end[i]))
+        value = mass_dt2[i] * p[i] - (grad_end64[i] + wp.transpose(contact_blocks[i]) * p[i])
     out[i] = value
+
+
+@wp.kernel
+def _gather_blocks(rows: wp.array2d(dtype=wp.vec3), blocks: wp.array(dtype=wp.mat33d)):
+    # row k of a node's block: the reverse launch seeded with axis k at every node
+    i = wp.tid()
+    blocks[i] = wp.mat33d(wp.matrix_from_rows(rows[0, i], rows[1, i], rows[2, i]))
 
 
 @wp.kernel
@@ -213,9 +221,10 @@ class DeviceStepOperator:
         self.reverse_launches = list(op.reverse_launches)  # the tets' only: ``at`` is never called
         self.capacity = recording.capacity
         self.contacts: list = []
+        # the contacts' df/dx' by node (a contact pulls on its own node only), once a substep
+        self.contact_blocks = wp.zeros(self.nodes, dtype=wp.mat33d, device=d)
         if self.capacity:
             self._contacts(sim)
-        self.product_launches = [op.tet_product, *self.reverse_launches[1:]]
 
     def _contacts(self, sim: Any) -> None:
         op, d, n = self.host, self.device, self.capacity
@@ -234,6 +243,16 @@ class DeviceStepOperator:
         ]
         # as ``StepOperator.at`` records it, at the capacity (the kernel stops at the count)
         self.reverse_launches.append(op.contact_reverse(self.contacts, (self.ke_grad, self.kd_grad), n))
+        # and seeded with each axis at every node: the blocks' rows (``contact_jacobians``)
+        axes = np.repeat(np.eye(3)[:, None, :], self.nodes, axis=1)
+        self.axes = wp.array(axes, dtype=wp.vec3, device=d)
+        self.rows = wp.zeros((3, self.nodes), dtype=wp.vec3, device=d)
+        unused_start = wp.zeros(self.nodes, dtype=wp.vec3, device=d)
+        unused = wp.zeros(n, dtype=float, device=d)
+        self.block_launches = [
+            op.contact_reverse(self.contacts, (unused, unused), n, self.axes[k], (self.rows[k], unused_start))
+            for k in range(3)
+        ]
 
     def place(self) -> None:
         """Launch the substep's positions (and contacts) into the operator's arrays."""
@@ -272,6 +291,17 @@ class DeviceStepOperator:
         inputs = [self.mass_dt2, op.blocks_out, self.free]
         wp.launch(_block_inverses, dim=self.nodes, inputs=inputs, outputs=[self.inverse], device=d)
 
+    def take_contact_blocks(self) -> None:
+        """Launch the contacts' blocks by the end positions into :attr:`contact_blocks` (after
+        :meth:`place`), which the products read: three reverse launches a substep instead of
+        one a product."""
+        if self.capacity:
+            self.rows.zero_()
+            for launch in self.block_launches:
+                launch.launch()
+            inputs = [self.rows, self.contact_blocks]
+            wp.launch(_gather_blocks, dim=self.nodes, inputs=inputs, device=self.device)
+
     def _reverse(self, p: wp.array, launches: list) -> None:
         op = self.host
         outputs = [op.seed64, op.seed, op.grad_end64, op.grad_end]
@@ -282,8 +312,8 @@ class DeviceStepOperator:
     def apply(self, p: wp.array, out: wp.array) -> None:
         """Launch ``out = H^T p`` over the free nodes (zero at the pins): the solve's product."""
         op = self.host
-        self._reverse(p, self.product_launches)
-        inputs = [p, self.free, self.mass_dt2, op.grad_end64, op.grad_end]
+        self._reverse(p, [op.tet_product])
+        inputs = [p, self.free, self.mass_dt2, op.grad_end64, self.contact_blocks]
         wp.launch(_product, dim=self.nodes, inputs=inputs, outputs=[out], device=self.device)
 
     def pullback(self, lam: wp.array) -> None:

@@ -76,6 +76,7 @@ class StepOperator:
         self.contacts: list | None = None
         self.contact_grads: tuple[wp.array, wp.array] | None = None
         self.contact_stiffness: tuple[np.ndarray, np.ndarray] | None = None  # ke, kd (host)
+        self._contact_blocks: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.tet_inputs = [
             self.x_end,
             self.x_start,
@@ -117,6 +118,7 @@ class StepOperator:
             fill_array(array, values)
         self.contacts = None
         self.contact_nodes = np.zeros(0, dtype=np.int64)
+        self._contact_blocks = None
         del self.reverse_launches[1:]
         if contacts is None or not len(contacts.particles):
             return
@@ -148,24 +150,40 @@ class StepOperator:
         self.contact_nodes = contacts.particles.astype(np.int64)
         self.reverse_launches[1:] = [self.contact_reverse(self.contacts, self.contact_grads, n)]
 
-    def contact_reverse(self, contacts: list, stiffness_grads: tuple[wp.array, wp.array], n: int) -> Any:
+    def contact_reverse(
+        self,
+        contacts: list,
+        stiffness_grads: tuple[wp.array, wp.array],
+        n: int,
+        seed: wp.array | None = None,
+        grads: tuple[wp.array, wp.array] | None = None,
+    ) -> Any:
         """The recorded reverse launch of ``contact_forces`` over ``n`` contacts (``contacts``:
-        its inputs after the positions, as :meth:`at` makes them), seeded by :attr:`seed`,
-        into :attr:`grad_end`, :attr:`grad_start` and ``stiffness_grads`` (ke, kd): this
-        operator's for a substep, the device operator's at the recording's capacity."""
+        its inputs after the positions, as :meth:`at` makes them), seeded by ``seed`` (None:
+        :attr:`seed`), into ``grads`` (None: :attr:`grad_end`, :attr:`grad_start`) and
+        ``stiffness_grads`` (ke, kd): this operator's for a substep, the device operator's at
+        the recording's capacity."""
+        grad_end, grad_start = grads or (self.grad_end, self.grad_start)
         # the inputs: x, x_prev, 6 contact records, ke, kd, mu, radius, margin, 2 scalars
-        adj_inputs = [self.grad_end, self.grad_start, *[None] * 6, *stiffness_grads, None, None, None]
+        adj_inputs = [grad_end, grad_start, *[None] * 6, *stiffness_grads, None, None, None]
         return wp.launch(
             contact_forces,
             dim=n,
             inputs=[self.x_end, self.x_start, *contacts],
             outputs=[self.out, self.blocks_out],
             adj_inputs=[*adj_inputs, 0.0, 0.0],
-            adj_outputs=[self.seed, None],
+            adj_outputs=[self.seed if seed is None else seed, None],
             adjoint=True,
             device=self.device,
             record_cmd=True,
         )
+
+    @property
+    def contact_blocks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`contact_jacobians` at the substep :meth:`at` placed, taken once there."""
+        if self._contact_blocks is None:
+            self._contact_blocks = self.contact_jacobians()
+        return self._contact_blocks
 
     def contact_jacobians(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The contacts' ``df/dx'`` and ``df/dx`` per node ((N, 3, 3) each, row k: the
@@ -222,15 +240,16 @@ class StepOperator:
             read += list(self.contact_grads) if self.contacts is not None else []
         for a in read:
             a.zero_()
-        for launch in self.reverse_launches if pullback else [self.tet_product, *self.reverse_launches[1:]]:
+        for launch in self.reverse_launches if pullback else [self.tet_product]:
             launch.launch()
 
     def product(self, p: np.ndarray) -> np.ndarray:
-        """``(df/dx')^T p``."""
+        """``(df/dx')^T p``: the contacts' by their blocks (:attr:`contact_blocks`), not by a
+        reverse launch a product."""
         self._reverse(p, pullback=False)
-        if self.contacts is None:  # the float32 half holds nothing
+        if self.contact_blocks is None:
             return self.grad_end64.numpy()
-        return self.grad_end64.numpy() + self.grad_end.numpy()
+        return self.grad_end64.numpy() + np.einsum("nkj,nk->nj", self.contact_blocks[0], p)
 
     def pullback(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """``((df/dx)^T p, (df/dmaterials)^T p, (df/dlog ke)^T p)``: the last with every

@@ -213,7 +213,7 @@ def _forward(
         if max_residual is None:
             worst = max(worst, step_residual(op, mass, x_end, y, weight))
         jac = tets.at(x_end, x_start, materials)
-        jac.contacts = op.contact_jacobians()
+        jac.contacts = op.contact_blocks
         rhs = mass[:, None, None] / dt**2 * (dx + dt * dv) + force_product(jac, sums, dx, start=True)
         rhs += sums(np.matmul(jac.materials, d_materials))
         if jac.contacts is not None:
