@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 SELF_SIGNAL_ENV = "FIT_TO_TARGET_SELF_SIGNAL"
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 HOLD_S = 600.0  # a held run goes on by itself after this: only a guard against a hang
+HOLD_SLICE_S = 0.05
 
 
 class Interrupted(BaseException):
@@ -137,8 +139,13 @@ class SignalGuard:
             self._fired.add(phase)
             name = self_signal(phase)
             if name == "WAIT":
-                # the handler sets the event; a lock wait on the main thread lets it run
-                self.cancel.wait(HOLD_S)
+                # the handler sets the event. It runs on the main thread between bytecodes,
+                # and a lock wait returns for it only where the signal reached this thread;
+                # where the kernel gave it to another (a worker's), one long wait held the run
+                # to HOLD_S, so the wait is cut into slices
+                deadline = time.monotonic() + HOLD_S
+                while not self.cancel.wait(HOLD_SLICE_S) and time.monotonic() < deadline:
+                    pass
             elif name:
                 signal.raise_signal(getattr(signal, name))
 
