@@ -632,6 +632,35 @@ def test_global_phase_around_lbfgs_leaves_a_local_minimum_too() -> None:
     assert found.iterations == len(found.losses) - 1
 
 
+class ShallowTrap(TwoValleys):
+    """TwoValleys with the trap's residual 10x smaller (a loss of 0.0153 there): a refinement
+    from a design start stays above it for its first step."""
+
+    def residuals(self, v: dict[str, float]) -> np.ndarray:
+        u = math.log(v["p"])
+        return np.array([(u - 1.5) * (u + 2.0), 0.05 * (u - 1.5)])
+
+    def jacobian(self, v: dict[str, float]) -> np.ndarray:
+        u = math.log(v["p"])
+        return (np.array([2.0 * u + 0.5, 0.05]) / v["p"])[:, None]
+
+
+def test_a_global_phase_cut_by_the_iteration_limit_says_so() -> None:
+    # 5 steps: 4 to the trap, 1 of a refinement that is still above it (measured 0.0741).
+    # The best values are the trap's optimum, but the limit, not the search, ended the fit:
+    # "max_iterations" (stalled), not an optimum's stop (which reads as a misfit)
+    problem = ShallowTrap()
+    spec = ParameterSpec(["p"], {"p": math.exp(-2.5)}, bounds={"p": (1e-3, 1e3)})
+    options = SearchOptions(plausible={"p": (0.01, 100.0)}, per_parameter=3, refine=2, matched_loss=1e-12)
+    limited = {"grad_tol": 0.0, "abs_loss_tol": 1e-20}
+    cut = search(problem, spec, OptimizeSettings(max_iterations=5, **limited), options)
+    assert cut.global_phase and cut.refined == 1 and cut.iterations == 5
+    assert cut.result.values["p"] < 1.0 and cut.result.best_loss > 1e-3  # still the trap's
+    assert cut.result.stop_reason == "max_iterations" and not cut.result.stationary
+    room = search(problem, spec, OptimizeSettings(max_iterations=12, **limited), options)
+    assert room.result.values["p"] == pytest.approx(math.exp(1.5), rel=1e-6)
+
+
 def test_design_points_fill_the_plausible_box_and_repeat() -> None:
     spec = ParameterSpec(
         ["a", "b", "c"], {"a": 1.0, "b": 1.0, "c": 1.0}, ties={"c": "a"}, bounds={"b": (0.5, 4.0)}

@@ -20,7 +20,10 @@ the trust region stops early as "slow" (step 2).
 
 All runs share one iteration budget, clock and cancel flag (:class:`~.run.Tracker`), so
 the phase costs at most ``per_parameter * n`` extra simulations plus the iterations it
-takes from the same budget. A start that diverges is replaced by the best of the
+takes from the same budget. Where one of them stops the phase before it is done (a
+refinement cut short, a start left unrefined), an unmatched result carries that stop: the
+best optimum found so far is not the model's best, and the outcome says the fit did not
+settle rather than that the model misses the targets. A start that diverges is replaced by the best of the
 recovery points and the design (see :func:`~.optimize.start_point`).
 """
 
@@ -158,8 +161,9 @@ def search(
             # design starts passed over so far may lead to another valley
             run_state.refine(ranked, only_better=False)
     if run_state.cut and out.result.best_loss > options.matched_loss:
-        # cancelled or out of time before the search was done: whatever the best run
-        # reached, the fit did not finish (a matched result stands as it is)
+        # cancelled, out of time or out of iterations before the search was done: whatever
+        # the best run reached, the fit did not finish (a matched result stands as it is),
+        # and its outcome says so rather than call the best optimum so far the model's
         out.result = replace(out.result, stop_reason=run_state.cut, cancelled=run_state.cut == "cancelled")
     out.iterations = tracker.steps
     return out
@@ -177,7 +181,9 @@ class _Refining:
     out: SearchResult
     local_method: LocalMethod
     refined: list[np.ndarray]
-    cut: str | None = None  # "cancelled" or "time_budget" when that cut the phase short
+    # "cancelled", "time_budget" or "max_iterations" when that cut the phase short: a
+    # refinement stopped by it, or a start left unrefined
+    cut: str | None = None
 
     def refine(self, ranked: list[tuple[float, np.ndarray, np.ndarray]], only_better: bool) -> None:
         out, tracker = self.out, self.tracker
@@ -185,7 +191,7 @@ class _Refining:
             if self.cut or (cut := tracker.interrupted()):
                 self.cut = self.cut or cut
                 return
-            if out.refined >= self.options.refine or tracker.out_of_iterations():
+            if out.refined >= self.options.refine:
                 return
             if out.result.best_loss <= self.options.matched_loss:
                 return
@@ -193,6 +199,11 @@ class _Refining:
                 return
             if any(np.max(np.abs(z_c - p)) < _NEAR for p in self.refined):
                 continue
+            if tracker.out_of_iterations():
+                # a start the phase would refine is left: the iteration limit, not the
+                # search, ended the fit
+                self.cut = "max_iterations"
+                return
             self.refined.append(z_c)
             out.refined += 1
             run = self.local_method(
@@ -202,7 +213,7 @@ class _Refining:
                 tracker,
                 RunState(z_c, r_c, None, self.settings.trust_radius),
             )
-            if run.stop_reason in ("cancelled", "time_budget"):
+            if run.stop_reason in ("cancelled", "time_budget", "max_iterations"):
                 self.cut = run.stop_reason
             if run.best_loss < out.result.best_loss:
                 out.result = run
