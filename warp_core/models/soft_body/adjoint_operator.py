@@ -143,20 +143,21 @@ def _block_inverses(
 def _seed(
     p: Vectors,
     free: wp.array(dtype=wp.int32),
+    contacts: int,
     seed64: Vectors,
-    seed: wp.array(dtype=wp.vec3),
     grad_end64: Vectors,
-    grad_end: wp.array(dtype=wp.vec3),
+    seed: wp.array(dtype=wp.vec3),
 ):
-    # the reverse launches' seed (the contacts' in float32) and the end gradients they add to
+    # the tets' seed and the end gradient they add to; the contacts' float32 seed where
+    # their reverse launch follows (a pullback: the products take the contacts' blocks)
     i = wp.tid()
     value = wp.vec3d()
     if free[i] != 0:
         value = p[i]
     seed64[i] = value
-    seed[i] = wp.vec3(value)
     grad_end64[i] = wp.vec3d()
-    grad_end[i] = wp.vec3()
+    if contacts != 0:
+        seed[i] = wp.vec3(value)
 
 
 @wp.kernel
@@ -304,8 +305,10 @@ class DeviceStepOperator:
 
     def _reverse(self, p: wp.array, launches: list) -> None:
         op = self.host
-        outputs = [op.seed64, op.seed, op.grad_end64, op.grad_end]
-        wp.launch(_seed, dim=self.nodes, inputs=[p, self.free], outputs=outputs, device=self.device)
+        contacts = int(len(launches) > 1)  # the contacts' reverse launch among them
+        outputs = [op.seed64, op.grad_end64, op.seed]
+        inputs = [p, self.free, contacts]
+        wp.launch(_seed, dim=self.nodes, inputs=inputs, outputs=outputs, device=self.device)
         for launch in launches:
             launch.launch()
 

@@ -104,6 +104,12 @@ def _start_scalars(s: Scalars, looping: wp.array(dtype=wp.int32)):
         looping[0] = 0
 
 
+@wp.func
+def _within_budget(s: Scalars, max_products: wp.float64, stall: wp.float64):
+    # ``solve_adjoint``'s loop condition, but for the breakdown rho = 0
+    return s[PRODUCTS] < max_products and s[PRODUCTS] - s[BEST_AT] < stall
+
+
 @wp.kernel
 def _begin(s: Scalars, max_products: wp.float64, stall: wp.float64, running: wp.array(dtype=wp.int32)):
     # the loop's condition (also into ``running``, a captured graph's branch), then rho and
@@ -111,12 +117,22 @@ def _begin(s: Scalars, max_products: wp.float64, stall: wp.float64, running: wp.
     running[0] = 0
     if s[ACTIVE] == wp.float64(0.0):
         return
-    if s[PRODUCTS] >= max_products or s[PRODUCTS] - s[BEST_AT] >= stall or s[RHO_NEXT] == wp.float64(0.0):
+    if not _within_budget(s, max_products, stall) or s[RHO_NEXT] == wp.float64(0.0):
         s[ACTIVE] = wp.float64(0.0)
         return
     running[0] = 1
     s[BETA] = (s[RHO_NEXT] / s[RHO]) * (s[ALPHA] / s[OMEGA])
     s[RHO] = s[RHO_NEXT]
+
+
+@wp.func
+def _kept(s: Scalars, slot: int, value: wp.float64, i: int):
+    # a scalar every thread of a kernel divides for itself: the first keeps it in ``slot``
+    # and counts the product it follows
+    if i == 0:
+        s[slot] = value
+        s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+    return value
 
 
 @wp.kernel
@@ -138,10 +154,7 @@ def _half_step(
     # step's residual, and z preconditioned from it (unread where the half step converges)
     i = wp.tid()
     if s[ACTIVE] != wp.float64(0.0):
-        alpha = s[RHO] / s[SV]
-        if i == 0:
-            s[ALPHA] = alpha
-            s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+        alpha = _kept(s, ALPHA, s[RHO] / s[SV], i)
         s_vec[i] = r[i] - alpha * v[i]
         z[i] = inverse[i] * s_vec[i]
 
@@ -162,10 +175,7 @@ def _step(s: Scalars, y: Vectors, z: Vectors, s_vec: Vectors, t: Vectors, lam: V
     # omega (as alpha in ``_half_step``), then the iterate and its residual
     i = wp.tid()
     if s[ACTIVE] != wp.float64(0.0):
-        omega = s[TS] / s[TT]
-        if i == 0:
-            s[OMEGA] = omega
-            s[PRODUCTS] = s[PRODUCTS] + wp.float64(1.0)
+        omega = _kept(s, OMEGA, s[TS] / s[TT], i)
         lam[i] = lam[i] + s[ALPHA] * y[i] + omega * z[i]
         r[i] = s_vec[i] - omega * t[i]
 
@@ -201,7 +211,7 @@ def _keep_best(s: Scalars, lam: Vectors, best: Vectors):
 def _end_batch(s: Scalars, max_products: wp.float64, stall: wp.float64, looping: wp.array(dtype=wp.int32)):
     # the loop's condition where a batch ended, so that no batch runs for nothing
     looping[0] = 0
-    if s[ACTIVE] != wp.float64(0.0) and s[PRODUCTS] < max_products and s[PRODUCTS] - s[BEST_AT] < stall:
+    if s[ACTIVE] != wp.float64(0.0) and _within_budget(s, max_products, stall):
         looping[0] = 1
 
 
@@ -296,11 +306,10 @@ class DeviceBiCGStab:
         if check:
             self.apply(self.lam, self.tmp)
             self._launch(_true_residual, self.b, self.tmp, self.r)
-            self.dots.pair(self.r, self.r, RR, self.shadow, RHO_NEXT)
+        self.dots.pair(self.r, self.r, RR, self.shadow, RHO_NEXT)  # with the next iteration's rho
+        if check:
             self._launch(_judge_best, nodes=False)
             self._launch(_keep_best, self.lam, self.best)
-        else:  # with the next iteration's rho
-            self.dots.pair(self.r, self.r, RR, self.shadow, RHO_NEXT)
         self._launch(_converged, RR, f64(CONVERGED), nodes=False)
 
     def _batch(self) -> None:

@@ -232,12 +232,12 @@ class StepOperator:
         """The reverse launches seeded with ``p``; only the gradients a product reads are
         zeroed first, unless for a ``pullback``."""
         fill_array(self.seed64, p)
-        if self.contacts is not None:  # the contacts' half is float32
-            fill_array(self.seed, p)
-        read = [self.grad_end, self.grad_end64]
+        read = [self.grad_end64]
         if pullback:
-            read += [self.grad_start, self.grad_start64, self.grad_materials]
-            read += list(self.contact_grads) if self.contacts is not None else []
+            read += [self.grad_end, self.grad_start, self.grad_start64, self.grad_materials]
+            if self.contacts is not None:  # their reverse launch, in float32
+                fill_array(self.seed, p)
+                read += list(self.contact_grads)
         for a in read:
             a.zero_()
         for launch in self.reverse_launches if pullback else [self.tet_product]:
