@@ -341,3 +341,29 @@ def test_the_cores_simulations_share_follow_the_thread_limit() -> None:
     finally:
         limit_cpu_threads(None)
     assert cpu_cores() == allowed
+
+
+def test_the_start_and_the_last_point_are_not_simulated_again() -> None:
+    """The objective keeps the first point it simulated and the last: a fit's verdict reads
+    the start's RMSE after the search has left it without a rollout, with the same numbers;
+    any other point is simulated again."""
+    from warp_core.fit.objective.objective import FitObjective
+    from warp_core.fit.problem.spec import parameter_spec
+
+    truth = ClothParams(tension_stiffness=40.0, bending_stiffness=2.0)
+    p = synthetic_problem(clamped_sheet(6), truth, ["tension_stiffness", "bending_stiffness"], [4, 8])
+    spec = parameter_spec(p)
+    objective = FitObjective(p, FitSettings(), spec.names, spec=spec)
+    start = spec.initial_values()
+    others = [{**start, "tension_stiffness": v} for v in (60.0, 50.0)]
+    first = objective.rmse(start)
+    for values in others:
+        objective.rmse(values)
+    count = objective.n_forward
+    assert count == 3
+    assert objective.rmse(start) == first and objective.n_forward == count  # kept
+    assert objective.rmse(others[1]) > 0.0 and objective.n_forward == count  # the last, kept
+    objective.rmse(others[0])  # neither: simulated again
+    assert objective.n_forward == count + 1
+    fresh = FitObjective(p, FitSettings(), spec.names, spec=spec)
+    assert fresh.rmse(start) == first  # what a new rollout gives

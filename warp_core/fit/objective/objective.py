@@ -108,7 +108,10 @@ class FitObjective:
         self.gradient_residual = 0.0
         self.smoothed_last: tuple[str, ...] = ()  # free names the last stable gradient smoothed
         self._motion_norm: float | None = None  # see motion_norm
+        # the last point simulated, and the first: a fit's verdict reads the start's RMSE
+        # again after the search has left it (one rollout fewer a fit)
         self._cache: tuple[tuple, np.ndarray, Any, dict] | None = None
+        self._first: tuple[tuple, np.ndarray, Any, dict] | None = None
         extent = float(np.ptp(problem.mesh.vertices, axis=0).max()) or 1.0
         self._limit = DIVERGENCE_EXTENT * extent + float(np.abs(problem.mesh.vertices).max())
 
@@ -145,21 +148,19 @@ class FitObjective:
     # ------------------------------------------------------------------ forward
     def positions(self, values: dict[str, float], frozen: Any = None) -> tuple[np.ndarray, Any]:
         key = tuple(sorted(values.items()))
-        if frozen is None and self._cache is not None and self._cache[0] == key:
-            return self._cache[1], self._cache[2]
+        if frozen is None:
+            for kept in (self._cache, self._first):
+                if kept is not None and kept[0] == key:
+                    return kept[1], kept[2]
         self.check_bounds(values)
         self.sim.set_params(values)
-        rollout = self.sim.rollout(
-            self.problem.frame_end,
-            self.frames,
-            self.problem.goals,
-            frozen=frozen,
-        )
+        rollout = self.sim.rollout(self.problem.frame_end, self.frames, self.problem.goals, frozen=frozen)
         self.n_forward += 1
         x = rollout.numpy()
         self.check_diverged(x, values)
         if frozen is None:
             self._cache = (key, x, rollout.frozen, rollout.extras)
+            self._first = self._first or self._cache
         return x, rollout.frozen
 
     def check_bounds(self, values: dict[str, float]) -> None:
@@ -264,7 +265,7 @@ class FitObjective:
         simulator the tape runs; the cached rollout goes with the old ones. The pool's
         simulators (a Jacobian's rollouts) keep the problem's weights."""
         self.sim.set_maps(maps)
-        self._cache = None
+        self._cache = self._first = None
 
     def backward_pass(
         self, values: dict[str, float], kind: str | None, targets: np.ndarray | None = None
