@@ -158,7 +158,6 @@ class SoftBodySimulator(Unbatched, ForwardTangents):
         self.step_recorder: StepHistory | None = None
         self.step_history: StepHistory | None = None
         self._graphs: dict[int, object] = {}
-        self._warmed = False  # a frame has run kernel by kernel (Newton sized its buffers)
         self._set_material(params)  # with the painted maps
         self._edges, self._rest_lengths = rest_edges(mesh)
 
@@ -345,9 +344,8 @@ class SoftBodySimulator(Unbatched, ForwardTangents):
         if self._pose_frames is not None:
             wp.copy(self._pose_start, self._pose_frames[fi])
             wp.copy(self._pose_end, self._pose_frames[fi + 1])
-        if not self._warmed or not self.use_graphs:
+        if not self.use_graphs:
             self._substeps(parity)
-            self._warmed = True
             return
         # a recorded rollout's graphs also write its recorder's arrays: the recorder keeps them
         graphs = self._graphs if self.step_recorder is None else self.step_recorder.graphs
