@@ -1,4 +1,4 @@
-"""A Jacobian taken on one simulator and on two side by side (``tangents.RolloutPool``), for
+"""A Jacobian taken on one simulator and on two side by side (``rollout_pool.RolloutPool``), for
 the tests that compare them: shared by the models' tests."""
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def test_rollouts_side_by_side_capture_their_new_graphs_alone():
     those jobs again alone. The positions are those of one rollout after another, bit for
     bit, and the stages grew again."""
     from warp_core.capture import CaptureOnWorker, check_capture_allowed, side_by_side
-    from warp_core.fit.objective.tangents import RolloutPool
+    from warp_core.fit.objective.rollout_pool import RolloutPool
 
     params = ClothParams(colliders=(plane_collider(),))
 

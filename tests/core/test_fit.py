@@ -16,7 +16,7 @@ from side_by_side import jacobians_by_workers
 
 from warp_core import ClothMesh, ClothParams, ClothSimulator, grid_mesh
 from warp_core.fit import FitError, FitProblem, FitSettings, Target, fit, limit_cpu_threads
-from warp_core.fit.objective.tangents import cpu_cores
+from warp_core.fit.objective.rollout_pool import cpu_cores
 from warp_core.fit.problem.files import load_problem, save_problem
 
 REPO = Path(__file__).resolve().parents[2]

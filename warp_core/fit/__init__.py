@@ -7,7 +7,7 @@ the ``Model``/``Simulator`` protocols, so a new model needs no change here.
 
 from .engine import fit
 from .objective.objective import FitObjective
-from .objective.tangents import limit_cpu_threads
+from .objective.rollout_pool import limit_cpu_threads
 from .problem.files import problem_metadata
 from .problem.problem import FitError, FitProblem, Target
 from .problem.settings import FitSettings

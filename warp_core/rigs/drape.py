@@ -33,7 +33,7 @@ import numpy as np
 import warp as wp
 
 from ..capture import side_by_side
-from ..fit.objective.tangents import cpu_cores
+from ..fit.objective.rollout_pool import cpu_cores
 from ..mesh import ClothMesh
 from ..models.blender_cloth.params import PARAMETER_BOUNDS, ClothParams
 from .cantilever import lifted_batch, lifted_windows, scaled_statics, settle_windows

@@ -31,13 +31,9 @@ from ..problem.problem import FitError, FitProblem
 from ..problem.settings import FitSettings
 from ..problem.spec import ParameterSpec
 from .mapped import RegionSimulator
+from .rollout_pool import RolloutPool
 from .tangent_columns import jacobian_kind, log_jacobian_of
-from .tangents import (
-    RolloutPool,
-    residuals_side_by_side,
-    side_by_side_width,
-    smoothed_where_chaotic,
-)
+from .tangents import residuals_side_by_side, side_by_side_width, smoothed_where_chaotic
 
 __all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "TANGENT_STEPS", "FitObjective"]
 

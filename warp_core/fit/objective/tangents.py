@@ -1,31 +1,20 @@
 """Forward tangents of a fit: central differences of rollouts with the base point's
-discrete choices repeated (see ``objective``), the rollouts of one Jacobian run side by
-side on the CPU's cores; the global phase's start points run side by side the same way
-(``residuals_side_by_side``).
-
-Warp's CPU kernels run without Python's lock, so two simulators of the same problem, each
-with its own buffers and captured graphs, simulate at once: on a 2-core machine two
-30 x 30 rollouts took 0.44 s together against 0.73 s one after the other, with the same
-positions bit for bit. No graph is captured on those threads (a capture records every
-thread's CPU work, ``warp_core.capture``): a job that needs one, as a collision stage that
-grows its room for contacts does, runs again alone once the others end. On a GPU the
-rollouts stay one after the other (one device, and the batch belongs in the kernels there).
+discrete choices repeated (see ``objective``). The rollouts of one Jacobian, and the global
+phase's start points (``residuals_side_by_side``), run as the model's batches where it has
+them on a GPU, else side by side (``rollout_pool``: on the CPU's cores, or two at a time on
+a GPU's streams).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 import numpy as np
 
-from ...capture import CaptureOnWorker, side_by_side
+from .rollout_pool import MAX_WORKERS, RolloutPool, cpu_workers, gpu_lanes
 
-# at most this many simulators per fit: each holds its own buffers and graphs
-MAX_WORKERS = 8
 # the stable gradient's smoothing: where the tape's derivative of the loss for a tangent
 # step is more than this fraction of |r| times the whole motion's |r| (the residuals with
 # the cloth at rest), it claims by Cauchy-Schwarz that a step that small moves the cloth by
@@ -34,75 +23,6 @@ MAX_WORKERS = 8
 CHAOS_FRACTION = 0.1
 # a global phase's start points per batch, at most (fewer where device memory says so)
 BATCH_GLOBAL_POINTS = 64
-
-
-# the most CPU threads this process's fits may use (None: every core it may run on)
-_cpu_thread_limit: list[int | None] = [None]
-
-
-def limit_cpu_threads(count: int | None) -> None:
-    """Let the fits of this process run at most ``count`` simulations side by side on the
-    CPU (a farm task's share of a worker's cores); None lifts the limit."""
-    if count is not None and count < 1:
-        raise ValueError(f"a thread limit must be at least 1, not {count}")
-    _cpu_thread_limit[0] = count
-
-
-def cpu_workers(sim: Any, rollouts: int) -> int:
-    """How many simulators run the ``rollouts`` of one Jacobian at once: on the CPU, for a
-    model whose simulators may run side by side (``Simulator.parallel_rollouts``: each keeps
-    its own state), one per core this process may use, up to ``MAX_WORKERS`` and the limit
-    of :func:`limit_cpu_threads`."""
-    if not str(sim.device).startswith("cpu") or not sim.parallel_rollouts:
-        return 1
-    return max(1, min(rollouts, cpu_cores(), MAX_WORKERS))
-
-
-def cpu_cores() -> int:
-    """The cores this process may run simulations on side by side: those it may be scheduled
-    on, no more than :func:`limit_cpu_threads` allows."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, _cpu_thread_limit[0] or cores))
-
-
-class RolloutPool:
-    """Simulators beside the objective's own, built on first use (``build`` makes one),
-    each warmed by one rollout before it runs beside the others."""
-
-    def __init__(self, build: Callable[[], Any]) -> None:
-        self._build = build
-        self._sims: list[Any] = []
-
-    def run(self, main: Any, jobs: list[Callable[[Any], np.ndarray]], workers: int) -> list[np.ndarray]:
-        """``job(sim)`` for every job, on ``main`` and up to ``workers - 1`` more simulators;
-        results in the jobs' order."""
-        if workers <= 1 or len(jobs) <= 1:
-            return [job(main) for job in jobs]
-        results: list[np.ndarray | None] = [None] * len(jobs)
-        while len(self._sims) < workers - 1:
-            # a new simulator loads its kernels and captures its graphs alone, on its first job
-            sim = self._build()
-            self._sims.append(sim)
-            k = next(i for i, r in enumerate(results) if r is None)
-            results[k] = jobs[k](sim)
-        pending = [k for k, r in enumerate(results) if r is None]
-        sims = [main, *self._sims[: workers - 1]]
-        with ThreadPoolExecutor(max_workers=len(sims)) as pool:
-            for start in range(0, len(pending), len(sims)):
-                batch = pending[start : start + len(sims)]
-                futures = [pool.submit(_beside_others, jobs[k], sims[i]) for i, k in enumerate(batch)]
-                wait(futures)  # every job of the batch ends before any runs again alone
-                for i, (k, future) in enumerate(zip(batch, futures, strict=True)):
-                    try:
-                        results[k] = future.result()
-                    except CaptureOnWorker:
-                        results[k] = jobs[k](sims[i])  # its new graphs are captured alone
-        return results  # type: ignore[return-value]
-
-
-def _beside_others(job: Callable[[Any], np.ndarray], sim: Any) -> np.ndarray:
-    with side_by_side():
-        return job(sim)
 
 
 class TangentObjective(Protocol):
@@ -153,21 +73,30 @@ def run_rollouts(
     objective: TangentObjective, points: list[dict[str, float]], frozen: np.ndarray | None = None
 ) -> list[np.ndarray]:
     """Positions at the target frames of a rollout at each point: in batches where
-    ``batch_width`` says so, else side by side on the CPU's cores (``RolloutPool``)."""
+    ``batch_width`` says so, else side by side on a GPU's streams or the CPU's cores
+    (``RolloutPool``; "off" in ``batch_rollouts`` keeps a GPU's one after another)."""
     problem = objective.problem
     width = batch_width(objective, len(points))
     if width >= 2:
         return batched_positions(objective, points, width, frozen)
 
-    def job(v: dict[str, float]) -> Callable[[Any], np.ndarray]:
-        def run(sim: Any) -> np.ndarray:
+    def issue(v: dict[str, float]) -> Callable[[Any], Any]:
+        def run(sim: Any) -> Any:
             sim.set_params(v)
-            return sim.rollout(problem.frame_end, objective.frames, problem.goals, frozen=frozen).numpy()
+            return sim.rollout(problem.frame_end, objective.frames, problem.goals, frozen=frozen)
 
         return run
 
+    jobs = [issue(v) for v in points]
+    lanes = gpu_lanes(objective.sim, len(points)) if objective.settings.batch_rollouts != "off" else 1
+    if lanes > 1:
+        return objective.rollout_pool.run_on_streams(objective.sim, jobs, lanes)
     workers = cpu_workers(objective.sim, len(points))
-    return objective.rollout_pool.run(objective.sim, [job(v) for v in points], workers)
+    return objective.rollout_pool.run(objective.sim, [_read(job) for job in jobs], workers)
+
+
+def _read(job: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
+    return lambda sim: job(sim).numpy()
 
 
 def batched_positions(
@@ -247,7 +176,7 @@ def side_by_side_width(objective: TangentObjective) -> int:
     if not objective.target.side_by_side:
         return 1  # the target's residuals keep per-point state
     width = batch_width(objective, BATCH_GLOBAL_POINTS)
-    return width or cpu_workers(objective.sim, MAX_WORKERS)
+    return width or max(cpu_workers(objective.sim, MAX_WORKERS), gpu_lanes(objective.sim, MAX_WORKERS))
 
 
 def log_tangents(

@@ -60,9 +60,10 @@ class FitSettings:
     global_refine: int = 3
     extra_starts: list[dict[str, float]] = field(default_factory=list)
     # the rollouts of one Jacobian or of a global phase's start points as batches of the
-    # same launches (``blender_cloth``, scenes a batch covers): "auto" on CUDA, where one
-    # rollout leaves most of the device idle (the CPU runs them side by side on its cores
-    # instead), "on" or "off"; the same numbers either way, bit for bit
+    # same launches (``blender_cloth``, scenes a batch covers; a model without batches runs
+    # them two at a time on streams): "auto" on CUDA, where one rollout leaves most of the
+    # device idle (the CPU runs them side by side on its cores instead), "on" or "off"; the
+    # same numbers either way, bit for bit
     batch_rollouts: str = "auto"
 
     def with_budget_left(self, t0: float) -> FitSettings:
