@@ -102,6 +102,7 @@ class ToyRollout:
 
 class ToySimulator:
     parallel_rollouts = False  # the fit runs its rollouts one after the other
+    stream_rollouts = False
     contact_probe = False  # no collision objects
 
     def __init__(self, mesh: ClothMesh, settings: ToySettings, device: str, start_frame: int) -> None:

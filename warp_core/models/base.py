@@ -187,6 +187,14 @@ class Simulator(Protocol):
         which run them side by side on the CPU's cores where True, one after the other
         otherwise."""
 
+    @property
+    def stream_rollouts(self) -> bool:
+        """Whether a rollout on a CUDA device may be issued on a stream of its own and read
+        later: everything it launches, copies and captures goes to the device's current
+        stream. Read by the fit's tangents and global phase, which run two simulators' rollouts
+        at once on a GPU where True and the model runs no batches there
+        (``fit.objective.rollout_pool``)."""
+
     def batch_width(self, rollouts: int) -> int:
         """How many of ``rollouts`` forward rollouts (at different parameter values) one
         :meth:`rollout_batch` call runs together; 0 where this simulator runs no batches.

@@ -141,10 +141,11 @@ def _beside_others(job: Callable[[Any], np.ndarray], sim: Any) -> np.ndarray:
 
 def gpu_lanes(sim: Any, rollouts: int) -> int:
     """How many simulators run ``rollouts`` at once on a GPU (each on its own stream): up to
-    ``GPU_LANES`` for a model whose simulators may run side by side, on a CUDA device with
-    room for another simulator beside the ones it holds (1: one after another)."""
+    ``GPU_LANES`` for a model whose rollouts may run so (``Simulator.stream_rollouts``), on a
+    CUDA device with room for another simulator beside the ones it holds (1: one after
+    another)."""
     device = wp.get_device(sim.device)
-    if not device.is_cuda or not sim.parallel_rollouts or rollouts < 2:
+    if not device.is_cuda or not sim.stream_rollouts or rollouts < 2:
         return 1
     held = wp.get_mempool_used_mem_current(device) if wp.is_mempool_enabled(device) else 0
     if device.free_memory < 2 * held:

@@ -355,6 +355,7 @@ class ClothSimulator:
     # every simulator keeps its own buffers, graphs and collision stage, and Warp's CPU
     # kernels run without Python's lock: simulators of one problem run side by side
     parallel_rollouts = True
+    stream_rollouts = False  # on CUDA it runs batches (``batch``); streams were not measured
 
     def tape_gradient_refusal(self) -> str | None:
         """Why a rollout inside a ``wp.Tape`` records no gradient (None: it does)."""

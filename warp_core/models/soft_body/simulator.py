@@ -102,6 +102,9 @@ class SoftBodySimulator(Unbatched, ForwardTangents):
     # each keeps its own Newton model, solver and states: a Jacobian's rollouts side by side
     # are the ones made in turn, bit for bit (a 2,400-tet slab's fit on 2 cores: 54 s -> 35 s)
     parallel_rollouts = True
+    # on CUDA a rollout waits on nothing until its positions are read: two simulators' rollouts
+    # overlap on the device, each on its own stream (``fit.objective.rollout_pool``)
+    stream_rollouts = True
     # the start-gap probe was measured against Blender cloth's collision response only
     contact_probe = False
 
