@@ -21,6 +21,10 @@ per vertex), it compares the directional derivative ``grad . d`` of each tape gr
   springs switch their stiffness and damping at their rest length: the loss of a hanging
   sheet jumps every 1e-4 or so along a direction, and at a symmetric point, where springs
   sit exactly at their rest length, a change of 1e-14 moves it by 0.2 %);
+* with ``direction_kind`` "smooth" each sign vector is first smoothed by the operator the free
+  map's L-BFGS starts from as its inverse Hessian (``fit.mesh_smoothing.MeshSmoother``, its
+  default radius) and scaled to a largest entry of 1: the directions that fit steps along,
+  where "signs" are the roughest a map can take;
 * ``fine``: the central differences over ``+- h d`` (frozen counts too) for each ``h`` of
   ``FINE_STEPS``: the exact tape's own check (:func:`fine_verdict`). One step does not do for
   all: where a map makes the rollout chaotic, the local derivative is up to 1e9 times the 1 %
@@ -49,6 +53,7 @@ FINE_DIRECTIONS = 3  # directions per point checked at FINE_STEPS
 RANDOM_RANGE = (2.0, 60.0)  # the rough point's stiffness per vertex (log-uniform)
 SMOOTH_CONTRAST = (3.0, 8.0)  # the smooth point's, between its softest and stiffest vertex
 POINTS = ("uniform", "rough", "smooth")
+DIRECTION_KINDS = ("signs", "smooth")
 KINDS = ("stable", "exact")
 
 
@@ -135,11 +140,17 @@ def smooth_field(rest: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (f - f.min()) / max(float(np.ptp(f)), 1e-12)
 
 
-def check_problem(problem: Any, fit: ModuleType, directions: int, seed: int) -> list[dict[str, Any]]:
-    """Every row of ``problem`` at each of ``POINTS``, ``directions`` random sign vectors each;
-    every row carries its ``point``."""
+def check_problem(
+    problem: Any, fit: ModuleType, directions: int, seed: int, direction_kind: str = "signs"
+) -> list[dict[str, Any]]:
+    """Every row of ``problem`` at each of ``POINTS``, ``directions`` random directions each, of
+    ``direction_kind`` (``DIRECTION_KINDS``; see the module docstring); every row carries its
+    ``point``."""
+    if direction_kind not in DIRECTION_KINDS:
+        raise ValueError(f"direction_kind must be one of {DIRECTION_KINDS}, got {direction_kind!r}")
     point, s0 = free_map_point(problem, fit)
     n = problem.mesh.vertex_count
+    smoother = importlib.import_module(f"{fit.__name__}.mesh_smoothing").MeshSmoother(problem.mesh.edges, n)
     rng = np.random.default_rng(seed)
     contrast = math.log(rng.uniform(*SMOOTH_CONTRAST))
     at = {
@@ -150,6 +161,9 @@ def check_problem(problem: Any, fit: ModuleType, directions: int, seed: int) -> 
     rows = []
     for label, u in at.items():
         signs = rng.choice([-1.0, 1.0], size=(directions, n))
+        if direction_kind == "smooth":
+            smoothed = [smoother(d) for d in signs]
+            signs = np.stack([d / np.abs(d).max() for d in smoothed])
         for row in compare(point, u, signs):
             rows.append({"point": label, **row})
     return rows

@@ -273,7 +273,9 @@ def notes(args: argparse.Namespace) -> list[str]:
         "its correlation with the hidden one over the vertices the fit reports determined (all).",
         "Gradient: the free map's unknowns (log stiffness per vertex) at the uniform start, a rough "
         "random map (every vertex 2-60 on its own) and a smooth random one (3-8x), "
-        f"{args.directions} random sign directions each; the slope is the central "
+        f"{args.directions} random sign directions each"
+        + (", smoothed as the fit's steps are (map_gradients)" if args.direction_kind == "smooth" else "")
+        + "; the slope is the central "
         f"difference of the whole rollout's loss over +-{STEP:g} in log stiffness with the base point's "
         "solver iteration counts (bench/gradients.py's step), determined where a start 1e-12 away and "
         "the difference over half the step both give the same slope within 2x.",

@@ -3,6 +3,7 @@ Blender's own cloth, written back through the add-on and replayed in Blender's c
 the free map's tape gradient against differences of the whole rollout.
 
     python bench/maps.py --out DIR [--seed 1] [--regions 10] [--free 5] [--gradient 5]
+        [--direction-kind signs|smooth]
     python bench/maps.py --out DIR --quick          # a smoke run: one small region scene
 
 Scenes (``map_scenes``): square sheets of 8-14 vertices per side, 0.6-1.5 m, lying flat and
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from map_gradients import check_problem
+from map_gradients import DIRECTION_KINDS, check_problem
 from map_report import gradient_stats, notes, summarize, table
 from map_scenes import (
     GRID_RANGE,
@@ -198,7 +199,8 @@ class Run:
             g = self.generate(scene)
             problem = self.side.base.problem_io.load_problem(g.map_problem)
             index = int(scene.name.split("_")[-1])
-            rows = check_problem(problem, self.fit, self.args.directions, seed=self.args.seed * 1000 + index)
+            seed = self.args.seed * 1000 + index
+            rows = check_problem(problem, self.fit, self.args.directions, seed, self.args.direction_kind)
         except Exception as e:  # noted, and the other scenes go on
             traceback.print_exc()
             rows = [{"error": f"{type(e).__name__}: {e}"}]
@@ -244,6 +246,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--free", type=int, default=None, help="free-map scenes (default 5)")
     ap.add_argument("--gradient", type=int, default=None, help="gradient scenes (default 5)")
     ap.add_argument("--directions", type=int, default=None, help="random directions per point (default 20)")
+    ap.add_argument(
+        "--direction-kind",
+        choices=DIRECTION_KINDS,
+        default="signs",
+        help="the gradient's directions: a random sign per vertex, or those smoothed as the fit's steps are",
+    )
     ap.add_argument("--free-iterations", type=int, default=None, help="most steps of a free map (150)")
     ap.add_argument("--quick", action="store_true", help="a smoke run (one region scene); not recorded")
     ap.add_argument("--no-record", action="store_true", help="do not record into bench/results")
