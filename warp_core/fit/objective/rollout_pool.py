@@ -125,12 +125,16 @@ class RolloutPool:
         results = []
         for start in range(0, len(jobs), lanes):
             issued = []
-            for sim, stream, job in zip(sims, self._streams, jobs[start : start + lanes], strict=False):
-                with wp.ScopedStream(stream):
-                    issued.append((stream, job(sim)))
-            for stream, rollout in issued:
-                wp.wait_stream(stream)
-                results.append(rollout.numpy())
+            try:
+                for sim, stream, job in zip(sims, self._streams, jobs[start : start + lanes], strict=False):
+                    with wp.ScopedStream(stream):
+                        issued.append(job(sim))
+            finally:
+                # whatever follows on the current stream (the readings, or where a job raised,
+                # the caller's next rollout of these simulators) comes after all they issued
+                for stream in self._streams[:lanes]:
+                    wp.wait_stream(stream)
+            results += [rollout.numpy() for rollout in issued]
         return results
 
 
