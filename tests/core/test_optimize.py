@@ -585,18 +585,19 @@ def test_box_quadratic_matches_brute_force() -> None:
 
 
 class TwoValleys:
-    """r = ((u - 1.5)(u + 2), 0.5 (u - 1.5)) with u = log(p): an exact fit at p = e^1.5, and
+    """r = ((u - 1.5)(u + 2), tilt (u - 1.5)) with u = log(p): an exact fit at p = e^1.5, and
     a local minimum with a residual near p = e^-1.93, where descent from a small start ends."""
 
     names = ["p"]
+    tilt = 0.5
 
     def residuals(self, v: dict[str, float]) -> np.ndarray:
         u = math.log(v["p"])
-        return np.array([(u - 1.5) * (u + 2.0), 0.5 * (u - 1.5)])
+        return np.array([(u - 1.5) * (u + 2.0), self.tilt * (u - 1.5)])
 
     def jacobian(self, v: dict[str, float]) -> np.ndarray:
         u = math.log(v["p"])
-        return (np.array([2.0 * u + 0.5, 0.5]) / v["p"])[:, None]
+        return (np.array([2.0 * u + 0.5, self.tilt]) / v["p"])[:, None]
 
 
 def test_global_phase_leaves_a_local_minimum_and_stops_once_matched() -> None:
@@ -636,13 +637,7 @@ class ShallowTrap(TwoValleys):
     """TwoValleys with the trap's residual 10x smaller (a loss of 0.0153 there): a refinement
     from a design start stays above it for its first step."""
 
-    def residuals(self, v: dict[str, float]) -> np.ndarray:
-        u = math.log(v["p"])
-        return np.array([(u - 1.5) * (u + 2.0), 0.05 * (u - 1.5)])
-
-    def jacobian(self, v: dict[str, float]) -> np.ndarray:
-        u = math.log(v["p"])
-        return (np.array([2.0 * u + 0.5, 0.05]) / v["p"])[:, None]
+    tilt = 0.05
 
 
 def test_a_global_phase_cut_by_the_iteration_limit_says_so() -> None:

@@ -54,8 +54,9 @@ def _tet_forces_only(scalar: type, vec3: type, mat33: type) -> tuple:  # Warp ke
     """Elastic plus damping force of a tet on its four nodes, as :func:`tet_forces` (Newton's
     stable Neo-Hookean with its Lame-to-Neo-Hookean shift and cofactor, and its damping on the
     rate of ``F^T F``), in the precision of ``scalar``: a kernel accumulating them per node,
-    and one writing each row's tet apart (``tangent_kernels``: rows of gathered corners, whose
-    reverse products are the tets' own Jacobians). Written as one first Piola stress ``P``:
+    one writing each row's tet apart (``tangent_kernels``: rows of gathered corners, whose
+    reverse products are the tets' own Jacobians), and the force's derivative by the end
+    positions written out (the solve's products). Written as one first Piola stress ``P``:
     the force on corner k (1-3) is ``-P`` times row k - 1 of ``Dm^-1``, corner 0's the others'
     negated sum; Newton's damping force on a corner, summed term by term, is ``2 F S`` times
     that row, with ``S`` the rate of ``F^T F``."""
@@ -76,6 +77,43 @@ def _tet_forces_only(scalar: type, vec3: type, mat33: type) -> tuple:  # Warp ke
         )
 
     @wp.func
+    def cofactor_polar(F: mat33, G: mat33) -> mat33:
+        # the derivative of ``cofactor_of`` at F along G: each minor a b - c d of F's entries
+        # gives a B + A b - c D - C d (capitals: G's), which is also its transpose map (the
+        # Hessian of det F is symmetric)
+        return mat33(
+            F[1, 1] * G[2, 2] + G[1, 1] * F[2, 2] - F[1, 2] * G[2, 1] - G[1, 2] * F[2, 1],
+            F[1, 2] * G[2, 0] + G[1, 2] * F[2, 0] - F[1, 0] * G[2, 2] - G[1, 0] * F[2, 2],
+            F[1, 0] * G[2, 1] + G[1, 0] * F[2, 1] - F[1, 1] * G[2, 0] - G[1, 1] * F[2, 0],
+            F[0, 2] * G[2, 1] + G[0, 2] * F[2, 1] - F[0, 1] * G[2, 2] - G[0, 1] * F[2, 2],
+            F[0, 0] * G[2, 2] + G[0, 0] * F[2, 2] - F[0, 2] * G[2, 0] - G[0, 2] * F[2, 0],
+            F[0, 1] * G[2, 0] + G[0, 1] * F[2, 0] - F[0, 0] * G[2, 1] - G[0, 0] * F[2, 1],
+            F[0, 1] * G[1, 2] + G[0, 1] * F[1, 2] - F[0, 2] * G[1, 1] - G[0, 2] * F[1, 1],
+            F[0, 2] * G[1, 0] + G[0, 2] * F[1, 0] - F[0, 0] * G[1, 2] - G[0, 0] * F[1, 2],
+            F[0, 0] * G[1, 1] + G[0, 0] * F[1, 1] - F[0, 1] * G[1, 0] - G[0, 1] * F[1, 0],
+        )
+
+    @wp.func
+    def deformation(v0: vec3, v1: vec3, v2: vec3, v3: vec3, dm_inv: mat33) -> mat33:
+        # the corners' edges from corner 0 through Dm^-1: F of positions, G of seeds
+        return wp.matrix_from_cols(v1 - v0, v2 - v0, v3 - v0) * dm_inv
+
+    @wp.func
+    def shifted_lame(mu: scalar, lmbd: scalar):
+        """Newton's Neo-Hookean lambda (the Lame lambda plus mu) and its rest-stable alpha."""
+        lmbd_nh = lmbd + mu
+        lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), scalar(1e-6))
+        return lmbd_nh, scalar(1.0) + mu / lmbd_safe
+
+    @wp.func
+    def corners_of(corner: mat33):
+        """The forces on corners 0-3 from ``-P Dm^-T`` (column k - 1: corner k)."""
+        f1 = vec3(corner[0, 0], corner[1, 0], corner[2, 0])
+        f2 = vec3(corner[0, 1], corner[1, 1], corner[2, 1])
+        f3 = vec3(corner[0, 2], corner[1, 2], corner[2, 2])
+        return -(f1 + f2 + f3), f1, f2, f3
+
+    @wp.func
     def corner_forces(
         v0: vec3,
         v1: vec3,
@@ -93,20 +131,14 @@ def _tet_forces_only(scalar: type, vec3: type, mat33: type) -> tuple:  # Warp ke
     ):
         """The forces on corners 0-3."""
         rest_volume = scalar(1.0) / (wp.determinant(dm_inv) * scalar(6.0))
-        F = wp.matrix_from_cols(v1 - v0, v2 - v0, v3 - v0) * dm_inv
-        lmbd_nh = lmbd + mu
-        lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), scalar(1e-6))
-        alpha = scalar(1.0) + mu / lmbd_safe
+        F = deformation(v0, v1, v2, v3, dm_inv)
+        lmbd_nh, alpha = shifted_lame(mu, lmbd)
         stress = rest_volume * (mu * F + lmbd_nh * (wp.determinant(F) - alpha) * cofactor_of(F))
         if damping > scalar(0.0):
-            f_prev = wp.matrix_from_cols(p1 - p0, p2 - p0, p3 - p0) * dm_inv
+            f_prev = deformation(p0, p1, p2, p3, dm_inv)
             rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
             stress = stress + rest_volume * damping * scalar(2.0) * F * rate
-        corner = -(stress * wp.transpose(dm_inv))  # column k - 1: the force on corner k
-        f1 = vec3(corner[0, 0], corner[1, 0], corner[2, 0])
-        f2 = vec3(corner[0, 1], corner[1, 1], corner[2, 1])
-        f3 = vec3(corner[0, 2], corner[1, 2], corner[2, 2])
-        return -(f1 + f2 + f3), f1, f2, f3
+        return corners_of(-(stress * wp.transpose(dm_inv)))
 
     @wp.kernel(module="unique")
     def kernel(
@@ -171,83 +203,54 @@ def _tet_forces_only(scalar: type, vec3: type, mat33: type) -> tuple:  # Warp ke
         forces[r, 2] = f2
         forces[r, 3] = f3
 
-    return kernel, rows, cofactor_of
+    @wp.kernel(module="unique")
+    def end_products(
+        x: wp.array(dtype=vec3),
+        x_prev: wp.array(dtype=vec3),
+        tets: wp.array2d(dtype=wp.int32),
+        poses: wp.array(dtype=mat33),
+        materials: wp.array2d(dtype=scalar),
+        dt: scalar,
+        seed: wp.array(dtype=vec3),
+        grad: wp.array(dtype=vec3),
+    ):
+        """``(df/dx)^T seed`` of ``kernel`` into ``grad`` (accumulated per node), the
+        derivative by the end positions only, written out instead of taken by Warp's reverse
+        pass: the solve's product. With the corners' seeds as ``G = [s1 - s0, s2 - s0, s3 -
+        s0] Dm^-1``, the product is the force that the stress ``(dP/dF)^T G`` would give; the
+        reverse pass also replays the force and writes the start positions' and the
+        materials' derivatives, which a product discards."""
+        t = wp.tid()
+        i0, i1, i2, i3 = tets[t, 0], tets[t, 1], tets[t, 2], tets[t, 3]
+        dm_inv = poses[t]
+        rest_volume = scalar(1.0) / (wp.determinant(dm_inv) * scalar(6.0))
+        F = deformation(x[i0], x[i1], x[i2], x[i3], dm_inv)
+        G = deformation(seed[i0], seed[i1], seed[i2], seed[i3], dm_inv)
+        mu, damping = materials[t, 0], materials[t, 2]
+        lmbd_nh, alpha = shifted_lame(mu, materials[t, 1])
+        cofactor = cofactor_of(F)
+        stress = mu * G + lmbd_nh * (
+            wp.ddot(G, cofactor) * cofactor + (wp.determinant(F) - alpha) * cofactor_polar(F, G)
+        )
+        if damping > scalar(0.0):
+            f_prev = deformation(x_prev[i0], x_prev[i1], x_prev[i2], x_prev[i3], dm_inv)
+            rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
+            pulled = wp.transpose(F) * G
+            stress = stress + damping * scalar(2.0) * (G * rate + F * (pulled + wp.transpose(pulled)) / dt)
+        g0, g1, g2, g3 = corners_of(-(rest_volume * stress * wp.transpose(dm_inv)))
+        wp.atomic_add(grad, i0, g0)
+        wp.atomic_add(grad, i1, g1)
+        wp.atomic_add(grad, i2, g2)
+        wp.atomic_add(grad, i3, g3)
+
+    return kernel, rows, end_products
 
 
 # in Newton's float32, to compare with its own function; and in float64 for the adjoint's
 # products: on a stiff body (eigenvalues of H over five decades) float32 products leave a
 # noise above 1e-6 of the solve's right-hand side, float64 ones do not
 tet_forces_only, _, _ = _tet_forces_only(wp.float32, wp.vec3, wp.mat33)
-tet_forces_only64, tet_row_forces64, _cofactor64 = _tet_forces_only(wp.float64, wp.vec3d, wp.mat33d)
-
-
-@wp.func
-def _cofactor_polar(F: wp.mat33d, G: wp.mat33d):
-    # the derivative of ``cofactor_of`` at F along G: each minor a b - c d of F's entries
-    # gives a B + A b - c D - C d (capitals: G's), which is also its transpose map (the
-    # Hessian of det F is symmetric)
-    return wp.mat33d(
-        F[1, 1] * G[2, 2] + G[1, 1] * F[2, 2] - F[1, 2] * G[2, 1] - G[1, 2] * F[2, 1],
-        F[1, 2] * G[2, 0] + G[1, 2] * F[2, 0] - F[1, 0] * G[2, 2] - G[1, 0] * F[2, 2],
-        F[1, 0] * G[2, 1] + G[1, 0] * F[2, 1] - F[1, 1] * G[2, 0] - G[1, 1] * F[2, 0],
-        F[0, 2] * G[2, 1] + G[0, 2] * F[2, 1] - F[0, 1] * G[2, 2] - G[0, 1] * F[2, 2],
-        F[0, 0] * G[2, 2] + G[0, 0] * F[2, 2] - F[0, 2] * G[2, 0] - G[0, 2] * F[2, 0],
-        F[0, 1] * G[2, 0] + G[0, 1] * F[2, 0] - F[0, 0] * G[2, 1] - G[0, 0] * F[2, 1],
-        F[0, 1] * G[1, 2] + G[0, 1] * F[1, 2] - F[0, 2] * G[1, 1] - G[0, 2] * F[1, 1],
-        F[0, 2] * G[1, 0] + G[0, 2] * F[1, 0] - F[0, 0] * G[1, 2] - G[0, 0] * F[1, 2],
-        F[0, 0] * G[1, 1] + G[0, 0] * F[1, 1] - F[0, 1] * G[1, 0] - G[0, 1] * F[1, 0],
-    )
-
-
-@wp.kernel
-def tet_end_products64(
-    x: wp.array(dtype=wp.vec3d),
-    x_prev: wp.array(dtype=wp.vec3d),
-    tets: wp.array2d(dtype=wp.int32),
-    poses: wp.array(dtype=wp.mat33d),
-    materials: wp.array2d(dtype=wp.float64),
-    dt: wp.float64,
-    seed: wp.array(dtype=wp.vec3d),
-    grad: wp.array(dtype=wp.vec3d),
-):
-    """``(df/dx)^T seed`` of ``tet_forces_only64`` into ``grad`` (accumulated per node), the
-    derivative by the end positions only, written out instead of taken by Warp's reverse
-    pass: the solve's product. With the corners' seeds as ``G = [s1 - s0, s2 - s0, s3 - s0]
-    Dm^-1``, the product is the force that the stress ``(dP/dF)^T G`` would give, where
-    ``P = V (mu F + l (J - alpha) cof F) + V c 2 F S`` is that kernel's stress; the reverse
-    pass also replays the force and writes the start positions' and the materials'
-    derivatives, which a product discards."""
-    t = wp.tid()
-    i0, i1, i2, i3 = tets[t, 0], tets[t, 1], tets[t, 2], tets[t, 3]
-    dm_inv = poses[t]
-    rest_volume = wp.float64(1.0) / (wp.determinant(dm_inv) * wp.float64(6.0))
-    F = wp.matrix_from_cols(x[i1] - x[i0], x[i2] - x[i0], x[i3] - x[i0]) * dm_inv
-    s0 = seed[i0]
-    G = wp.matrix_from_cols(seed[i1] - s0, seed[i2] - s0, seed[i3] - s0) * dm_inv
-    mu, lmbd, damping = materials[t, 0], materials[t, 1], materials[t, 2]
-    lmbd_nh = lmbd + mu
-    lmbd_safe = wp.sign(lmbd_nh) * wp.max(wp.abs(lmbd_nh), wp.float64(1e-6))
-    alpha = wp.float64(1.0) + mu / lmbd_safe
-    cofactor = _cofactor64(F)
-    stress = mu * G + lmbd_nh * (
-        wp.ddot(G, cofactor) * cofactor + (wp.determinant(F) - alpha) * _cofactor_polar(F, G)
-    )
-    if damping > wp.float64(0.0):
-        f_prev = wp.matrix_from_cols(
-            x_prev[i1] - x_prev[i0], x_prev[i2] - x_prev[i0], x_prev[i3] - x_prev[i0]
-        )
-        f_prev = f_prev * dm_inv
-        rate = (wp.transpose(F) * F - wp.transpose(f_prev) * f_prev) / dt
-        pulled = wp.transpose(F) * G
-        stress = stress + damping * wp.float64(2.0) * (G * rate + F * (pulled + wp.transpose(pulled)) / dt)
-    corner = -(rest_volume * stress * wp.transpose(dm_inv))
-    g1 = wp.vec3d(corner[0, 0], corner[1, 0], corner[2, 0])
-    g2 = wp.vec3d(corner[0, 1], corner[1, 1], corner[2, 1])
-    g3 = wp.vec3d(corner[0, 2], corner[1, 2], corner[2, 2])
-    wp.atomic_add(grad, i0, -(g1 + g2 + g3))
-    wp.atomic_add(grad, i1, g1)
-    wp.atomic_add(grad, i2, g2)
-    wp.atomic_add(grad, i3, g3)
+tet_forces_only64, tet_row_forces64, tet_end_products64 = _tet_forces_only(wp.float64, wp.vec3d, wp.mat33d)
 
 
 @wp.kernel

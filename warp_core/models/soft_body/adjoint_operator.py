@@ -303,19 +303,21 @@ class DeviceStepOperator:
             inputs = [self.rows, self.contact_blocks]
             wp.launch(_gather_blocks, dim=self.nodes, inputs=inputs, device=self.device)
 
-    def _reverse(self, p: wp.array, launches: list) -> None:
+    def _reverse(self, p: wp.array, pullback: bool) -> None:
+        # a product reverses the tets alone (the contacts' part is their blocks); a pullback
+        # every launch, the contacts' from their float32 seed
         op = self.host
-        contacts = int(len(launches) > 1)  # the contacts' reverse launch among them
+        contacts = int(pullback and self.capacity > 0)
         outputs = [op.seed64, op.grad_end64, op.seed]
         inputs = [p, self.free, contacts]
         wp.launch(_seed, dim=self.nodes, inputs=inputs, outputs=outputs, device=self.device)
-        for launch in launches:
+        for launch in self.reverse_launches if pullback else [op.tet_product]:
             launch.launch()
 
     def apply(self, p: wp.array, out: wp.array) -> None:
         """Launch ``out = H^T p`` over the free nodes (zero at the pins): the solve's product."""
         op = self.host
-        self._reverse(p, [op.tet_product])
+        self._reverse(p, pullback=False)
         inputs = [p, self.free, self.mass_dt2, op.grad_end64, self.contact_blocks]
         wp.launch(_product, dim=self.nodes, inputs=inputs, outputs=[out], device=self.device)
 
@@ -329,7 +331,7 @@ class DeviceStepOperator:
         if self.capacity:
             self.ke_grad.zero_()
             self.kd_grad.zero_()
-        self._reverse(lam, self.reverse_launches)
+        self._reverse(lam, pullback=True)
 
     def add_contact_stiffness(self, values: wp.array, slot: int) -> None:
         """Launch ``values[slot] +=`` the derivative by the log of the contacts' stiffness
