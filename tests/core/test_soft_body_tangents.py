@@ -95,9 +95,9 @@ def test_the_tangents_match_central_differences_of_the_rollout() -> None:
 def test_levenberg_marquardt_fits_a_hanging_block_on_tangents() -> None:
     """E and damping of the hanging block from 2x and 0.5x: "auto" takes the tangents (every
     step ends at its root at 60 iterations), converges to the hidden values, says so, and
-    runs fewer rollouts than on differences (each Jacobian one recorded rollout, not four).
-    Measured: both converge within 5e-7 of each value, on tangents in 12 rollouts (7.0 s),
-    on differences in 27 (11.0 s)."""
+    runs fewer rollouts than on differences (each Jacobian reads the recording of the
+    rollout its step ran, where differences run four). Measured: both converge within 1e-5
+    of each value, on tangents in 5 rollouts (1.6 s), on differences in 25 (3.0 s)."""
     sim, goals = hanging_block(20)
     frames = [7, 14, 21]
     targets = sim.rollout(21, frames, goals).numpy()
@@ -121,8 +121,8 @@ def test_auto_takes_differences_once_the_steps_leave_their_roots() -> None:
     from their roots (measured at the start: 0.026 of their inertia or weight), where the
     tangents are not the rollout's derivatives, so "auto" refuses them at the first Jacobian
     and fits on differences; the fit converges and the result says which it took. Measured:
-    28 rollouts against 27 on differences alone (the refused pass's recorded rollout), the
-    same values bit for bit, E and damping within 2.4e-5 of the hidden ones."""
+    25 rollouts, as on differences alone (the refusal reads the recording of the start's
+    rollout), the same values bit for bit, E and damping within 2.4e-5 of the hidden ones."""
     sim = dropped_block()
     frames = [7, 13, 19]
     truth = sim.settings.replace(iterations=10)
@@ -132,6 +132,44 @@ def test_auto_takes_differences_once_the_steps_leave_their_roots() -> None:
     assert result.outcome == "converged", result.outcome_reason
     assert abs(result.params["young_modulus"] / 2e4 - 1.0) < 1e-4
     assert abs(result.params["damping"] / 0.02 - 1.0) < 1e-4
+
+
+def test_a_jacobian_at_the_point_just_simulated_reads_its_kept_recording() -> None:
+    """Levenberg-Marquardt takes each Jacobian where its step has just simulated: the
+    tangents read that rollout's kept recording instead of running it again (a rollout
+    fewer a Jacobian), the same columns bit for bit as a simulator that keeps none; at a
+    point not just simulated they run their own. Where "auto" refuses the tangents (the
+    block at VBD's default 10 iterations) the refusal runs no rollout either."""
+    sim = dropped_block()
+    frames = [7, 13, 19]
+    targets = sim.rollout(19, frames).numpy()
+    for iterations, kind in ((40, "tangents"), (10, "differences")):
+        start = sim.settings.replace(young_modulus=3e4, damping=0.01, iterations=iterations)
+        problem = stiffness_problem(sim.mesh, start, frames, targets)
+        spec = parameter_spec(problem)
+        values = spec.initial_values()
+        moved = {**values, "young_modulus": 2.5e4}
+        settings = FitSettings(precision="float32", optimizer="lm")
+        found = {}
+        for keep in (True, False):
+            objective = FitObjective(problem, settings, spec.names, spec=spec)
+            objective.sim.keep_recording = keep
+            objective.residuals(values)
+            first = objective.log_jacobian(values)
+            objective.residuals(moved)
+            again = objective.log_jacobian(moved)
+            assert objective.jacobian_used == kind
+            found[keep] = (first, again, objective.n_forward, objective)
+        assert np.array_equal(found[True][0], found[False][0])
+        assert np.array_equal(found[True][1], found[False][1])
+        if kind == "tangents":
+            assert (found[True][2], found[False][2]) == (2, 4)
+            kept = found[True][3]
+            kept.residuals({**values, "damping": 0.012})  # the last rollout is elsewhere now
+            kept.log_jacobian(moved)
+            assert kept.n_forward == 4
+        else:  # one refused pass (run or read) and two Jacobians of four rollouts each
+            assert (found[True][2], found[False][2]) == (10, 11)
 
 
 def stiffness_problem(mesh, start: SoftBodyParams, frames: list[int], targets: np.ndarray, goals=None):

@@ -259,6 +259,16 @@ class TangentSimulator(Protocol):
     (``FitSettings.jacobian``): one recorded rollout and its tangents instead of two
     rollouts a parameter."""
 
+    # while True, every rollout off a tape keeps its recording, so that tangents at the point
+    # just simulated do not run it again (set by the fit where its Jacobians are tangents)
+    keep_recording: bool
+
+    def holds_recording(
+        self, frame_end: int, output_frames: list[int], goals: np.ndarray | None = None
+    ) -> bool:
+        """Whether :meth:`position_tangents` with these arguments, now, reads a kept
+        recording (``keep_recording``) instead of running a rollout."""
+
     def position_tangents(
         self,
         frame_end: int,

@@ -32,7 +32,7 @@ from ..problem.settings import FitSettings
 from ..problem.spec import ParameterSpec
 from .mapped import RegionSimulator
 from .rollout_pool import RolloutPool
-from .tangent_columns import jacobian_kind, log_jacobian_of
+from .tangent_columns import expect_jacobians, log_jacobian_of
 from .tangents import residuals_side_by_side, side_by_side_width, smoothed_where_chaotic
 
 __all__ = ["DIVERGENCE_EXTENT", "MAX_STRETCH", "TANGENT_STEP", "TANGENT_STEPS", "FitObjective"]
@@ -98,7 +98,7 @@ class FitObjective:
         self.n_backward = 0
         self.jacobian_used: str | None = None  # see ``tangent_columns``, once a Jacobian is taken
         self.tangents_refused = False  # a base rollout's steps left their roots (``tangent_columns``)
-        jacobian_kind(self)  # a Jacobian the model cannot give is refused before any rollout
+        expect_jacobians(self)  # a Jacobian the model cannot give is refused before any rollout
         self.n_smoothed = 0  # stable-gradient entries taken as the loss's slope over a step
         # the largest "gradient_residual" a backward pass reported (``ModelRollout.extras``)
         self.gradient_residual = 0.0

@@ -48,7 +48,7 @@ from .adjoint_device import device_backward
 from .adjoint_step import StepOperator, solve_adjoint, solve_tolerance, step_residual
 from .materials import parameter_gradient
 from .params import GRADIENT_KIND, PARAMETER_NAMES
-from .recording import DeviceRecording, Recording, StepHistory
+from .recording import DeviceRecording, Recording, RolloutPoint, StepHistory
 
 # ``sim``: a SoftBodySimulator, whose rollouts on a tape call this module (so not imported)
 SoftBodySimulator = Any
@@ -56,6 +56,7 @@ __all__ = [
     "SoftBodyGradient",
     "backward",
     "contact_refusal",
+    "keep_recorded",
     "record_on_tape",
     "recorded_rollout",
     "resident",
@@ -128,26 +129,52 @@ def resident(sim: SoftBodySimulator, device_resident: bool | None = None) -> boo
 
 
 def recorded_rollout(
-    sim: SoftBodySimulator, frame_end: int, run: Callable[[], Any], device_resident: bool | None = None
+    sim: SoftBodySimulator,
+    frame_end: int,
+    run: Callable[[], Any],
+    device_resident: bool | None = None,
+    point: RolloutPoint | None = None,
 ) -> tuple[Recording | DeviceRecording, Any]:
     """``run()``, a rollout of ``sim`` to ``frame_end``, with its substeps recorded on the
     device (``recording.StepHistory``, kept on ``sim`` from one gradient to the next of the
     same length, so its captured graphs are reused) and read for the host or kept on the
-    device (:func:`resident`); NotImplementedError where the rollout has no gradient."""
+    device (:func:`resident`); NotImplementedError where the rollout has no gradient. With
+    ``point`` (``recording.rollout_point`` of this rollout), a recording :func:`keep_recorded`
+    kept of the same point is read instead of running it again."""
     refusal = contact_refusal(sim)
     if refusal is not None:
         raise NotImplementedError(refusal)
+    history = _history(sim, frame_end)
+    result = None if point is None else history.kept_result(point)
+    if result is None:
+        result = _record(sim, history, run)
+    return (history.read_on_device() if resident(sim, device_resident) else history.read()), result
+
+
+def keep_recorded(sim: SoftBodySimulator, frame_end: int, run: Callable[[], Any], point: RolloutPoint) -> Any:
+    """``run()`` (a rollout of ``sim`` to ``frame_end`` at ``point``) recorded, the recording
+    kept on the device for a :func:`recorded_rollout` of the same point; its result."""
+    history = _history(sim, frame_end)
+    result = _record(sim, history, run)
+    history.keep(point, result)
+    return result
+
+
+def _history(sim: SoftBodySimulator, frame_end: int) -> StepHistory:
     substeps = (int(frame_end) - sim.start_frame) * int(sim.settings.substeps)
     history = sim.step_history
     if history is None or history.substeps != substeps:
         history = sim.step_history = StepHistory(sim, substeps)
+    return history
+
+
+def _record(sim: SoftBodySimulator, history: StepHistory, run: Callable[[], Any]) -> Any:
     history.reset()
     sim.step_recorder = history
     try:
-        result = run()
+        return run()
     finally:
         sim.step_recorder = None
-    return (history.read_on_device() if resident(sim, device_resident) else history.read()), result
 
 
 def contact_refusal(sim: SoftBodySimulator) -> str | None:

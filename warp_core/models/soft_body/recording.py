@@ -161,6 +161,36 @@ def _advance(step: wp.array(dtype=int)):
 _NODE_CONTACTS_ONLY = "the soft-body gradient takes node contacts only (no edge or face records)"
 
 
+@dataclass(eq=False)
+class RolloutPoint:
+    """What a rollout's result depends on besides the simulator's mesh and scene: made by
+    :func:`rollout_point` for a recording kept on a :class:`StepHistory`, compared by
+    ``adjoint.recorded_rollout`` before it runs the same rollout again."""
+
+    settings: Any  # the simulator's SoftBodyParams (a dataclass: compared field by field)
+    weights: dict[str, np.ndarray]  # the painted maps' weights, copied
+    frame_end: int
+    frames: tuple[int, ...] | None
+    goals: np.ndarray | None  # the caller's array itself, held: compared by identity
+
+    def same(self, other: RolloutPoint) -> bool:
+        return (
+            self.settings == other.settings
+            and self.frame_end == other.frame_end
+            and self.frames == other.frames
+            and self.goals is other.goals
+            and self.weights.keys() == other.weights.keys()
+            and all(np.array_equal(w, other.weights[k]) for k, w in self.weights.items())
+        )
+
+
+def rollout_point(sim: Any, frame_end: int, output_frames: Any, goals: np.ndarray | None) -> RolloutPoint:
+    """The point of ``sim``'s rollout to ``frame_end`` with these outputs and goals now."""
+    weights = {k: np.array(w, copy=True) for k, w in sim.materials.weights.items()}
+    frames = None if output_frames is None else tuple(int(f) for f in output_frames)
+    return RolloutPoint(sim.settings, weights, int(frame_end), frames, goals)
+
+
 class StepHistory:
     """Device arrays for every substep of one rollout of ``substeps`` substeps, and the
     launches that fill them: made by ``adjoint``, the simulator's ``step_recorder`` while a
@@ -190,10 +220,22 @@ class StepHistory:
         self.pose_starts, self.pose_ends = (
             wp.zeros((substeps, bodies), dtype=wp.transform, device=d) for _ in range(2)
         )
+        self.kept: tuple[RolloutPoint, Any] | None = None  # see keep
 
     def reset(self) -> None:
         """Before the rollout (not captured): the first substep writes row 0."""
         self.step.zero_()
+        self.kept = None
+
+    def keep(self, point: RolloutPoint, result: Any) -> None:
+        """After the rollout: it is the one at ``point`` and returned ``result``, so a
+        recorded rollout of the same point reads these arrays instead of running again."""
+        self.kept = (point, result)
+
+    def kept_result(self, point: RolloutPoint) -> Any:
+        """The kept rollout's result where it was made at ``point``, else None."""
+        kept = self.kept
+        return kept[1] if kept is not None and kept[0].same(point) else None
 
     def before_step(self, state_in: Any, state_out: Any) -> None:
         """The substep's start (pins placed), its contacts, and the bodies' poses at its ends."""

@@ -279,11 +279,11 @@ class SoftBodySimulator(Unbatched, ForwardTangents):
         mesh's positions at frame ``f`` (the pins' goals); ``frozen`` is ignored (nothing
         to freeze). ``keep_nodes`` also keeps the lattice nodes' positions and velocities.
         Inside a ``wp.Tape`` it records its adjoint there (``adjoint.record_on_tape``)."""
+        run = lambda: self._rollout(frame_end, output_frames, goals, keep_nodes)  # noqa: E731
         with suspended_tape() as tape:
-            if tape is None:
-                return self._rollout(frame_end, output_frames, goals, keep_nodes)
-            run = lambda: self._rollout(frame_end, output_frames, goals, keep_nodes)  # noqa: E731
-            return record_on_tape(self, tape, frame_end, run)
+            if tape is not None:
+                return record_on_tape(self, tape, frame_end, run)
+            return run() if keep_nodes else self.kept_if_asked(frame_end, output_frames, goals, run)
 
     def _rollout(
         self, frame_end: int, output_frames: list[int] | None, goals: np.ndarray | None, keep_nodes: bool

@@ -15,7 +15,8 @@ solver found frozen, and the parameters through the tets' materials (k_mu, k_lam
 k_damp), the contacts' stiffness (which follows the tets' mean Young's modulus) and the
 nodes' masses. The Jacobian columns of a directional derivative the fit would otherwise
 take as two rollouts each (central differences) cost one recorded rollout and one pass of
-these solves in all.
+these solves in all; with ``keep_recording`` (set by the fit where its Jacobians may be
+tangents) the recorded rollout is the simulator's last, where that was at the same point.
 
 Made by :func:`soft_body_tangents` for a ``SoftBodySimulator``; read by the simulator's
 ``position_tangents`` (the fit) and tests.
@@ -30,10 +31,10 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .adjoint import recorded_rollout
+from .adjoint import contact_refusal, keep_recorded, recorded_rollout
 from .adjoint_device import device_step_residual
 from .adjoint_step import StepOperator, step_residual
-from .recording import Recording
+from .recording import Recording, rollout_point
 from .tangent_step import NodeSums, TetJacobians, force_product, solve_tangents
 
 __all__ = ["ForwardTangents", "SoftBodyTangents", "material_directions", "soft_body_tangents"]
@@ -132,7 +133,8 @@ def soft_body_tangents(
     if check_on_device is None:
         check_on_device = wp.get_device(sim.device).is_cuda
     on_device = max_residual is not None and check_on_device
-    recording, result = recorded_rollout(sim, frame_end, run, device_resident=on_device)
+    point = rollout_point(sim, frame_end, output_frames, goals)
+    recording, result = recorded_rollout(sim, frame_end, run, device_resident=on_device, point=point)
     positions = result.numpy()
     if on_device:
         last = _last_step(sim, output_frames, recording.substeps)
@@ -232,6 +234,27 @@ def _forward(
 class ForwardTangents:
     """The soft-body simulator's forward tangents, as the fit's ``models.base.TangentSimulator``
     asks for them (mixed into ``SoftBodySimulator``)."""
+
+    # while True, every rollout off a tape is recorded and the recording kept, so that
+    # tangents at the point just simulated (the fit's Jacobian after its step) read it
+    # instead of running the rollout again (``models.base.TangentSimulator``)
+    keep_recording = False
+
+    def kept_if_asked(self, frame_end: int, output_frames: Any, goals: Any, run: Any) -> Any:
+        """``run()``, the simulator's rollout off a tape, recorded and kept where
+        ``keep_recording`` asks (and the rollout has a gradient)."""
+        if not self.keep_recording or self.step_recorder is not None or contact_refusal(self) is not None:
+            return run()
+        return keep_recorded(self, frame_end, run, rollout_point(self, frame_end, output_frames, goals))
+
+    def holds_recording(
+        self, frame_end: int, output_frames: list[int], goals: np.ndarray | None = None
+    ) -> bool:
+        """Whether :meth:`position_tangents` with these arguments, now, reads a kept
+        recording instead of running a rollout."""
+        history = self.step_history
+        point = rollout_point(self, frame_end, output_frames, goals)
+        return history is not None and history.kept_result(point) is not None
 
     def position_tangents(
         self,
