@@ -83,6 +83,18 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the CPU: Levenberg-Marquardt on finite differences against L-BFGS on the adjoint, and one "
         "adjoint gradient against one forward rollout",
     ),
+    "soft_body_robustness": Benchmark(
+        "bench/soft_body_robustness.py",
+        "Young's modulus and damping of random soft bodies (boxes and spheres, dropped or hanging) "
+        "fitted from the model's defaults at VBD's default iterations, with each kind of "
+        "Levenberg-Marquardt Jacobian: how often each converges, in what time, and whether a fit "
+        "ever calls itself converged with a wrong replay or value",
+    ),
+    "soft_body_robustness_iterations": Benchmark(
+        "bench/soft_body_robustness.py",
+        "the same fits with VBD's iterations raised (`--iterations`) until the steps reach the roots "
+        "the forward tangents differentiate",
+    ),
     "soft_body_regions": Benchmark(
         "bench/soft_body_regions.py",
         "per-region soft-body stiffness (a swung bar in 3 to 9 painted slices of hidden Young's "

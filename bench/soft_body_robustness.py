@@ -9,12 +9,15 @@ wrong), and the times.
 
     python bench/soft_body_robustness.py [--seed 1] [--scenes 10] [--device cpu]
         [--optimizer auto|lbfgs|adam] [--jacobians auto] [--iterations N] [--out result.json]
+        [--no-record]
 
 ``--optimizer lbfgs`` fits on the model's adjoint gradient instead of Levenberg-Marquardt;
 ``--jacobians tangents,differences`` fits each scene once with each kind of Levenberg-Marquardt
 Jacobian (the model's forward tangents, central differences of rollouts), one after the
 other on the same machine; ``--iterations`` sets VBD's iterations a substep (default: the
-model's).
+model's). A run of 16 scenes or more with the default optimizer is recorded in
+``bench/results/soft_body_robustness.json`` (``soft_body_robustness_iterations.json`` with
+``--iterations``) unless ``--no-record``.
 """
 
 import argparse
@@ -28,6 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "core")]
 
+from results import record  # noqa: E402
 from robustness_scenes import determined_ranges, truth_outside  # noqa: E402
 from soft_body_meshes import box_mesh, sphere_mesh  # noqa: E402
 
@@ -121,6 +125,7 @@ def main() -> int:
     )
     parser.add_argument("--iterations", type=int, help="VBD iterations a substep (default: the model's)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--no-record", action="store_true", help="do not record into bench/results")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     defaults = SoftBodyParams()
@@ -154,6 +159,7 @@ def main() -> int:
                 f"{' (truth outside the matched range: ' + ', '.join(outside) + ')' if outside else ''}",
                 flush=True,
             )
+    summary = {}
     for kind in kinds:
         mine = [r for r in rows if r["asked"] == kind]
         converged = sum(r["outcome"] == "converged" for r in mine)
@@ -167,9 +173,40 @@ def main() -> int:
             f"converged with the truth outside a reported matched range {outside}, "
             f"median {times[len(times) // 2]:.1f} s, total {sum(times):.1f} s"
         )
+        total = sum(times)
+        summary[f"jacobian {kind}: converged, seconds in all"] = f"{converged} of {len(mine)}, {total:.1f}"
+        summary[f"jacobian {kind}: converged but wrong (replay, a value >2 % off, truth outside a range)"] = (
+            f"{wrong}, {off}, {outside}"
+        )
     if args.out:
         args.out.write_text(json.dumps({"seed": args.seed, "scenes": rows}, indent=2))
+    if not args.no_record and args.scenes >= 16 and args.optimizer == "auto":
+        record_run(args, rows, summary)
     return 0
+
+
+def record_run(args: argparse.Namespace, rows: list[dict], summary: dict) -> None:
+    """The run's summary and one row per fit in ``bench/results``."""
+    headers = ["scene", "jacobian asked", "outcome", "E error", "damping error", "seconds", "rollouts"]
+    headers.append("took")
+    table = [
+        [
+            r["scene"],
+            r["asked"],
+            r["outcome"],
+            f"{r['errors']['young_modulus']:+.1e}",
+            f"{r['errors']['damping']:+.1e}",
+            f"{r['seconds']:.1f}",
+            str(r["rollouts"]),
+            r["jacobian"] or "-",
+        ]
+        for r in rows
+    ]
+    iterations = "the model's default" if args.iterations is None else str(args.iterations)
+    notes = [f"seed {args.seed}, {args.scenes} scenes, one run each"]
+    notes.append(f"VBD iterations a substep: {iterations}")
+    name = "soft_body_robustness" if args.iterations is None else "soft_body_robustness_iterations"
+    record(name, summary, (headers, table), notes, device="" if args.device == "cpu" else args.device)
 
 
 if __name__ == "__main__":
