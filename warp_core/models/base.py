@@ -260,7 +260,7 @@ class TangentSimulator(Protocol):
     rollouts a parameter."""
 
     # while True, every rollout off a tape keeps its recording, so that tangents at the point
-    # just simulated do not run it again (set by the fit where its Jacobians are tangents)
+    # just simulated do not run it again (set by the fit where its Jacobians may be tangents)
     keep_recording: bool
 
     def holds_recording(

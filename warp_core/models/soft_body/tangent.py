@@ -24,7 +24,7 @@ Made by :func:`soft_body_tangents` for a ``SoftBodySimulator``; read by the simu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,7 +240,13 @@ class ForwardTangents:
     # instead of running the rollout again (``models.base.TangentSimulator``)
     keep_recording = False
 
-    def kept_if_asked(self, frame_end: int, output_frames: Any, goals: Any, run: Any) -> Any:
+    def kept_if_asked(
+        self,
+        frame_end: int,
+        output_frames: list[int] | None,
+        goals: np.ndarray | None,
+        run: Callable[[], Any],
+    ) -> Any:
         """``run()``, the simulator's rollout off a tape, recorded and kept where
         ``keep_recording`` asks (and the rollout has a gradient)."""
         if not self.keep_recording or self.step_recorder is not None or contact_refusal(self) is not None:
