@@ -42,6 +42,9 @@ def test_the_quick_run_finds_the_regions_and_blender_replays_them(tmp_path: Path
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["regions: replay within 1 mm (wanted >= 90 %)"] == "1 of 1 (100 %): met"
     assert summary["regions: converged with a replay over 1 mm, every scene drawn (wanted 0)"] == "0: met"
+    regions = len(record["truth"])
+    claimed = "regions: determined region values within 5 %, fits called converged (wanted all)"
+    assert summary[claimed] == f"{regions} of {regions} (100 %): met"
     assert summary["regions: scenes"] == "1 (1 structural); 0 failed"
     for suffix in ("blend", "map.npz", "uniform.npz", "map.record.json", "uniform.record.json"):
         assert (tmp_path / f"regions_00.{suffix}").is_file(), suffix
