@@ -167,13 +167,13 @@ def main() -> int:
         off = sum(r["converged_parameter_off"] for r in mine)
         outside = sum(bool(r["truth_outside_matched_range"]) for r in mine)
         times = sorted(r["seconds"] for r in mine)
+        total = sum(times)
         print(
             f"[{kind}] converged {converged}/{len(mine)}, converged but replaying off the targets {wrong}, "
             f"converged with a determined parameter >2 % off {off}, "
             f"converged with the truth outside a reported matched range {outside}, "
-            f"median {times[len(times) // 2]:.1f} s, total {sum(times):.1f} s"
+            f"median {times[len(times) // 2]:.1f} s, total {total:.1f} s"
         )
-        total = sum(times)
         summary[f"jacobian {kind}: converged, seconds in all"] = f"{converged} of {len(mine)}, {total:.1f}"
         summary[f"jacobian {kind}: converged but wrong (replay, a value >2 % off, truth outside a range)"] = (
             f"{wrong}, {off}, {outside}"
@@ -187,8 +187,16 @@ def main() -> int:
 
 def record_run(args: argparse.Namespace, rows: list[dict], summary: dict) -> None:
     """The run's summary and one row per fit in ``bench/results``."""
-    headers = ["scene", "jacobian asked", "outcome", "E error", "damping error", "seconds", "rollouts"]
-    headers.append("took")
+    headers = [
+        "scene",
+        "jacobian asked",
+        "outcome",
+        "E error",
+        "damping error",
+        "seconds",
+        "rollouts",
+        "took",
+    ]
     table = [
         [
             r["scene"],
@@ -203,8 +211,10 @@ def record_run(args: argparse.Namespace, rows: list[dict], summary: dict) -> Non
         for r in rows
     ]
     iterations = "the model's default" if args.iterations is None else str(args.iterations)
-    notes = [f"seed {args.seed}, {args.scenes} scenes, one run each"]
-    notes.append(f"VBD iterations a substep: {iterations}")
+    notes = [
+        f"seed {args.seed}, {args.scenes} scenes, one run each",
+        f"VBD iterations a substep: {iterations}",
+    ]
     name = "soft_body_robustness" if args.iterations is None else "soft_body_robustness_iterations"
     record(name, summary, (headers, table), notes, device="" if args.device == "cpu" else args.device)
 
